@@ -1,0 +1,39 @@
+# One entry point for set-up, tests, the demo and benchmarks. Every target builds .venv from
+# the requirements files first, and rebuilds it when they change.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+WORKDIR ?= runs
+PYTEST_ARGS ?=
+
+.PHONY: setup test lint format demo bench clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	@if [ -d $(VENV) ] && [ ! -f $(STAMP) ]; then rm -rf $(VENV); fi
+	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: lint
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	$(BIN)/python -m experiments.demo --workdir=$(WORKDIR)/demo
+
+bench: $(STAMP)
+	$(BIN)/python -m experiments.bench_env --workdir=$(WORKDIR)/bench_env
+
+clean:
+	rm -rf $(VENV) $(WORKDIR) .pytest_cache .ruff_cache
