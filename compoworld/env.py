@@ -177,7 +177,7 @@ class ComposedEnv:
       "describe_tool": ("service", "tool"),
       "call_tool": ("service", "tool"),
     }
-    if name not in required:
+    if not isinstance(name, str) or name not in required:
       return envelope.error(
         404, "unknown_tool", f"no meta-tool {name!r}; meta-tools: {', '.join(META_TOOL_NAMES)}"
       )

@@ -129,6 +129,9 @@ class Service:
     except Exception as err:
       self.state = committed
       return envelope.error(500, "internal_error", f"{spec.name}: {type(err).__name__}: {err}")
+    except BaseException:
+      self.state = committed  # e.g. KeyboardInterrupt or a cancellation: never half-apply
+      raise
     if spec.mutates:
       work.advance(CLOCK_STEP)
     else:

@@ -29,8 +29,17 @@ _MUTABLE_CONTAINERS = (list, dict, set, frozenset, bytearray)
 
 
 def _mutable_in(annotation: Any) -> bool:
+  """Whether a value of this type could change in place (and so leak between forks)."""
   origin = typing.get_origin(annotation)
   if annotation in _MUTABLE_CONTAINERS or origin in _MUTABLE_CONTAINERS:
+    return True
+  if origin is Table or annotation is Table:
+    return True  # a table nested in another type would not be forked
+  if (
+    isinstance(annotation, type)
+    and issubclass(annotation, BaseModel)
+    and not annotation.model_config.get("frozen", False)
+  ):
     return True
   return any(_mutable_in(a) for a in typing.get_args(annotation) if not isinstance(a, (str, int)))
 
@@ -165,7 +174,8 @@ class Table(Generic[R]):
     if self._digest is None:
       rows = [self._rows[k] for k in sorted(self._rows)]
       payload = _list_adapter(self.record_type).dump_json(rows)
-      self._digest = hashlib.blake2b(payload, digest_size=16).hexdigest()
+      # sha256 runs on SHA-NI hardware: about twice blake2b's speed on these machines.
+      self._digest = hashlib.sha256(payload).hexdigest()[:32]
     return self._digest
 
   def diff(self, other: Table[R]) -> dict[str, Any]:

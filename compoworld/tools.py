@@ -98,9 +98,10 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
   """Splits a Google-style docstring into (description, {argument: description})."""
   doc = inspect.cleandoc(doc or "")
   desc_lines, args, current, section = [], {}, None, "desc"
+  arg_indent = None  # indentation of the argument lines: that of the first one
   for line in doc.splitlines():
     if _ARGS_HEADER.match(line):
-      section = "args"
+      section, arg_indent = "args", None
       continue
     if _SECTION.match(line):
       section = "other"
@@ -110,7 +111,9 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     elif section == "args":
       m = _ARG_LINE.match(line)
       indent = len(line) - len(line.lstrip())
-      if m and indent <= 2:
+      if arg_indent is None and line.strip():
+        arg_indent = indent
+      if m and indent <= arg_indent:
         current = m.group(1)
         args[current] = m.group(3).strip()
       elif current and line.strip():

@@ -1,0 +1,106 @@
+"""Agents behind one interface, looked up by name.
+
+An agent sees OpenAI-style chat messages and the four meta-tool schemas and returns one
+assistant message: either ``tool_calls`` (executed by the episode runner) or a final answer in
+``content``. The oracle turns a task's reference solution into a natural trajectory that
+discovers services and tools through the meta-tools before calling them.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Callable
+from typing import Any
+
+from compoworld.tasks import Task
+
+AGENTS: dict[str, Callable[..., Agent]] = {}
+
+
+def register_agent(name: str):
+  def deco(cls):
+    AGENTS[name] = cls
+    cls.name = name
+    return cls
+
+  return deco
+
+
+def make_agent(name: str, **kwargs: Any) -> Agent:
+  try:
+    return AGENTS[name](**kwargs)
+  except KeyError:
+    raise KeyError(f"no agent named {name!r}; agents: {', '.join(sorted(AGENTS))}") from None
+
+
+class Agent(abc.ABC):
+  name = "agent"
+
+  def reset(self, task: Task) -> None:  # noqa: B027 - an optional hook, not abstract
+    """Called once before an episode."""
+
+  @abc.abstractmethod
+  def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The next assistant message given the conversation so far."""
+
+
+def tool_call_message(content: str, name: str, arguments: dict[str, Any], call_id: str) -> dict:
+  return {
+    "role": "assistant",
+    "content": content,
+    "tool_calls": [
+      {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments, sort_keys=True)},
+      }
+    ],
+  }
+
+
+@register_agent("oracle")
+class OracleAgent(Agent):
+  """Replays the reference solution, discovering each service and tool before first use."""
+
+  def reset(self, task: Task) -> None:
+    steps: list[tuple[str, str, dict[str, Any]]] = [
+      ("I'll start by finding out which services are available.", "list_services", {})
+    ]
+    services, tools = set(), set()
+    for call in task.reference_solution:
+      if call.service not in services:
+        services.add(call.service)
+        steps.append(
+          (
+            f"Let me see what the {call.service} service can do.",
+            "list_tools",
+            {"service": call.service},
+          )
+        )
+      if (call.service, call.tool) not in tools:
+        tools.add((call.service, call.tool))
+        steps.append(
+          (
+            f"I'll check the arguments of {call.service}'s {call.tool} tool.",
+            "describe_tool",
+            {"service": call.service, "tool": call.tool},
+          )
+        )
+      steps.append(
+        (
+          f"Now I'll call {call.tool} on {call.service}.",
+          "call_tool",
+          {"service": call.service, "tool": call.tool, "arguments": call.arguments},
+        )
+      )
+    self._steps = steps
+    self._answer = task.reference_answer or "Done: every requested step has been completed."
+    self._i = 0
+
+  def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    if self._i >= len(self._steps):
+      return {"role": "assistant", "content": self._answer}
+    content, name, arguments = self._steps[self._i]
+    self._i += 1
+    return tool_call_message(content, name, arguments, call_id=f"call_{self._i}")

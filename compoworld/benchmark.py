@@ -1,0 +1,131 @@
+"""Speed of the service runtime: call latency, fork and hash of a joint state.
+
+Baselines are measured in the same run (a deep copy and a full JSON dump of the same states,
+the way environments without copy-on-write fork and hash), so ratios survive a noisy machine.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tqdm import tqdm
+
+from compoworld.env import ComposedEnv
+from compoworld.registry import registry
+
+DEFAULT_SERVICES = ("calendar", "simosphere", "chat", "forum", "geo")
+
+
+def _timings_us(fn: Callable[[int], Any], n: int, desc: str) -> list[float]:
+  out = []
+  for i in tqdm(range(n), desc=desc, leave=False, mininterval=0.5):
+    t0 = time.perf_counter_ns()
+    fn(i)
+    out.append((time.perf_counter_ns() - t0) / 1e3)
+  return out
+
+
+def _p(values: list[float], q: float) -> float:
+  return sorted(values)[min(len(values) - 1, int(q * len(values)))]
+
+
+def _cold_hash(env: ComposedEnv) -> str:
+  twin = env.fork()
+  for svc in twin.services.values():
+    for table in svc.state.tables().values():
+      table._digest = None  # drop the cached digests: measure hashing from scratch
+  return twin.state_hash()
+
+
+def _records(svc) -> int:
+  return sum(len(t) for t in svc.state.tables().values())
+
+
+def sized_env(services: tuple[str, ...], records: int, seed: int = 0) -> ComposedEnv:
+  """A joint state whose services each hold about ``records`` records in all.
+
+  A service's ``size`` scales its main collection; dependent collections (a place's 14
+  forecasts, a post's comments) come on top, so the size is calibrated per service.
+  """
+  sizes = {}
+  for name in services:
+    probe = registry.get(name).create(seed=seed, size=records)
+    sizes[name] = max(1, round(records * records / _records(probe)))
+  return ComposedEnv(
+    {n: registry.get(n).create(seed=seed, size=sizes[n]) for n in services}, seed=seed
+  )
+
+
+def bench_env(
+  services: tuple[str, ...] = DEFAULT_SERVICES,
+  records: int = 1000,
+  calls: int = 5000,
+  repeats: int = 50,
+  seed: int = 0,
+) -> dict[str, Any]:
+  """Measures the runtime on ``services`` holding about ``records`` records each."""
+  env = sized_env(services, records, seed)
+  cal = env.services["calendar"]
+  ids = cal.state.events.ids()
+  reads = _timings_us(
+    lambda i: env.call_tool("calendar", "get_event", {"event_id": ids[i % len(ids)]}),
+    calls,
+    "read calls",
+  )
+  writes = _timings_us(
+    lambda i: env.call_tool(
+      "calendar", "update_event", {"event_id": ids[i % len(ids)], "title": f"Sync {i}"}
+    ),
+    calls,
+    "write calls",
+  )
+  assert env.call_tool("calendar", "get_event", {"event_id": ids[0]})["ok"]
+  fork_ms = [t / 1e3 for t in _timings_us(lambda i: env.fork(), repeats * 10, "fork")]
+  hash_ms = [t / 1e3 for t in _timings_us(lambda i: _cold_hash(env), repeats, "hash")]
+
+  def write_then_hash(i: int) -> None:
+    env.call_tool("calendar", "update_event", {"event_id": ids[i], "title": f"Hash {i}"})
+    env.state_hash()
+
+  incr_ms = [t / 1e3 for t in _timings_us(write_then_hash, repeats, "write + hash")]
+  states = [s.state for s in env.services.values()]
+  deepcopy_ms = [t / 1e3 for t in _timings_us(lambda i: copy.deepcopy(states), 5, "deepcopy")]
+  dump_ms = [
+    t / 1e3
+    for t in _timings_us(
+      lambda i: hashlib.sha256(b"".join(s.model_dump_json().encode() for s in states)),
+      5,
+      "json dump hash",
+    )
+  ]
+  n_records = sum(_records(s) for s in env.services.values())
+  fork_med, hash_med = statistics.median(fork_ms), statistics.median(hash_ms)
+  return {
+    "services": list(services),
+    "records_per_service": records,
+    "records_total": n_records,
+    "read_us_median": round(statistics.median(reads), 2),
+    "read_us_p99": round(_p(reads, 0.99), 2),
+    "write_us_median": round(statistics.median(writes), 2),
+    "write_us_p99": round(_p(writes, 0.99), 2),
+    "read_calls_per_s": round(1e6 / statistics.mean(reads)),
+    "write_calls_per_s": round(1e6 / statistics.mean(writes)),
+    "fork_ms": round(fork_med, 4),
+    "hash_ms": round(hash_med, 3),
+    "write_and_rehash_ms": round(statistics.median(incr_ms), 3),
+    "baseline_deepcopy_ms": round(statistics.median(deepcopy_ms), 2),
+    "baseline_json_hash_ms": round(statistics.median(dump_ms), 2),
+    "fork_speedup_vs_deepcopy": round(statistics.median(deepcopy_ms) / fork_med),
+    "hash_speedup_vs_json_dump": round(statistics.median(dump_ms) / hash_med, 1),
+    "targets_met": {
+      "read_us_median<=50": statistics.median(reads) <= 50,
+      "write_us_median<=100": statistics.median(writes) <= 100,
+      "fork_ms<=1": fork_med <= 1,
+      "hash_ms<=10": hash_med <= 10,
+    },
+  }

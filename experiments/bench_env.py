@@ -1,0 +1,21 @@
+"""Benchmarks the service runtime: ``python -m experiments.bench_env --workdir=DIR``."""
+
+from absl import app, flags
+
+from compoworld.benchmark import DEFAULT_SERVICES, bench_env
+from experiments.common import write_summary
+
+_WORKDIR = flags.DEFINE_string("workdir", "runs/bench_env", "Where summary.json goes.")
+_SERVICES = flags.DEFINE_list("services", list(DEFAULT_SERVICES), "The joint state's services.")
+_RECORDS = flags.DEFINE_integer("records", 1000, "Main records per service.")
+_CALLS = flags.DEFINE_integer("calls", 5000, "Calls timed for each of read and write.")
+
+
+def main(argv):
+  del argv
+  summary = bench_env(tuple(_SERVICES.value), records=_RECORDS.value, calls=_CALLS.value)
+  write_summary(_WORKDIR.value, summary)
+
+
+if __name__ == "__main__":
+  app.run(main)
