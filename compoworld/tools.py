@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from compoworld.ports import check_ports
+
 _TOOL_ATTR = "__compoworld_tool__"
 
 
@@ -183,6 +185,7 @@ def build_spec(method: Callable, owner: str) -> ToolSpec:
     default = ... if param.default is inspect.Parameter.empty else param.default
     fields[pname] = (hints[pname], Field(default, description=arg_docs[pname]))
   name = opts.name or method.__name__
+  check_ports(f"tool {owner}.{name}", opts.produces + opts.consumes)
   args_model = create_model(f"{owner}_{name}_args", __config__=ConfigDict(extra="forbid"), **fields)
   return ToolSpec(
     name=name,

@@ -119,6 +119,8 @@ STREETS = ("Maple St", "Harbour Rd", "King St", "Elm Ave", "Station Rd", "Market
 
 @dataclasses.dataclass(frozen=True)
 class Person:
+  """An employee of the home company (also a user of its mail, chat, forum...)."""
+
   name: str
   email: str
   handle: str
@@ -126,6 +128,50 @@ class Person:
   title: str
   company: str
   city: str
+  employee_id: str = ""
+  manager_email: str | None = None  # None for the CEO; the org chart is a tree
+  phone: str = ""
+  hired: str = ""  # ISO date
+
+
+@dataclasses.dataclass(frozen=True)
+class Contact:
+  """A person at a customer or vendor company."""
+
+  name: str
+  email: str
+  title: str
+  phone: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Customer:
+  """A customer account: the same company in the CRM, invoicing, support and shipping."""
+
+  name: str
+  domain: str
+  industry: str
+  city: str
+  country: str
+  tier: str  # "enterprise" | "mid-market" | "smb"
+  contacts: tuple[Contact, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Product:
+  sku: str
+  name: str
+  category: str
+  unit_price: float
+  weight_kg: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Vendor:
+  name: str
+  domain: str
+  category: str
+  contact: Contact
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,8 +190,61 @@ class World:
   seed: int
   company: str
   domain: str
-  people: tuple[Person, ...]
+  people: tuple[Person, ...]  # people[0] is the user the agent works for
   venues: tuple[Venue, ...]
+  customers: tuple[Customer, ...] = ()
+  products: tuple[Product, ...] = ()
+  vendors: tuple[Vendor, ...] = ()
+  currency: str = "USD"  # the home company's currency
+
+  def person(self, email: str) -> Person | None:
+    return next((p for p in self.people if p.email == email), None)
+
+  def reports_of(self, email: str) -> list[Person]:
+    return [p for p in self.people if p.manager_email == email]
+
+
+INDUSTRIES = ("Retail", "Logistics", "Healthcare", "Manufacturing", "Education", "Media", "Fintech")
+CUSTOMER_NAMES = (
+  "Acme Robotics",
+  "Globex Retail",
+  "Initech Health",
+  "Umbrella Logistics",
+  "Stark Fabrication",
+  "Wayne Learning",
+  "Pied Piper Media",
+  "Hooli Pay",
+  "Vandelay Imports",
+  "Soylent Grocers",
+  "Tyrell Motors",
+  "Cyberdyne Clinics",
+  "Wonka Confectionery",
+  "Oscorp Labs",
+  "Duff Beverages",
+  "Gringotts Credit",
+)
+PRODUCTS = (
+  ("Sensor Hub", "Hardware", 149.0, 0.4),
+  ("Edge Gateway", "Hardware", 899.0, 2.1),
+  ("Barcode Scanner", "Hardware", 219.0, 0.6),
+  ("Label Printer", "Hardware", 349.0, 3.2),
+  ("Thermal Labels (roll)", "Supplies", 12.5, 0.3),
+  ("Shipping Boxes (25)", "Supplies", 38.0, 4.0),
+  ("Analytics Seat (annual)", "Software", 480.0, 0.0),
+  ("Support Plan Gold", "Services", 2400.0, 0.0),
+  ("Onboarding Workshop", "Services", 1500.0, 0.0),
+  ("Replacement Battery", "Hardware", 29.0, 0.2),
+  ("Mounting Kit", "Hardware", 45.0, 1.1),
+  ("Cable Pack", "Supplies", 18.0, 0.5),
+)
+VENDORS = (
+  ("Apex Components", "Hardware"),
+  ("Blue River Packaging", "Supplies"),
+  ("Summit Freight", "Logistics"),
+  ("Nimbus Cloud", "Software"),
+  ("Keystone Office", "Supplies"),
+)
+CONTACT_TITLES = ("CTO", "Procurement Lead", "Operations Director", "Finance Manager", "IT Admin")
 
 
 @functools.lru_cache(maxsize=64)
@@ -183,4 +282,83 @@ def world(seed: int, population: int = 60) -> World:
           snowy=snowy,
         )
       )
-  return World(seed, company, domain, tuple(people), tuple(venues))
+  return _business(seed, World(seed, company, domain, tuple(people), tuple(venues)))
+
+
+def _phone(rng: random.Random) -> str:
+  return f"+1-555-{rng.randint(100, 999)}-{rng.randint(1000, 9999)}"
+
+
+def _contact(rng: random.Random, domain: str) -> Contact:
+  first, last = rng.choice(FIRST), rng.choice(LAST)
+  return Contact(
+    name=f"{first} {last}",
+    email=f"{first}.{last}@{domain}".lower(),
+    title=rng.choice(CONTACT_TITLES),
+    phone=_phone(rng),
+  )
+
+
+def _business(seed: int, w: World) -> World:
+  """Adds the org chart, customers, products and vendors (a separate stream of draws, so the
+  people and venues above stay what they were)."""
+  rng = random.Random(f"world-business:{seed}")
+  # Org chart: people[1] is the CEO; each department has a head reporting to the CEO; everyone
+  # else reports to their department head (the user, people[0], included).
+  ceo = w.people[1]
+  heads: dict[str, Person] = {}
+  for p in w.people[2:]:
+    heads.setdefault(p.department, p)
+  people = []
+  for i, p in enumerate(w.people):
+    if p is ceo:
+      manager = None
+    elif heads.get(p.department) is p:
+      manager = ceo.email
+    else:
+      head = heads.get(p.department)
+      manager = head.email if head is not None else ceo.email
+    people.append(
+      dataclasses.replace(
+        p,
+        title="CEO"
+        if p is ceo
+        else (f"Head of {p.department}" if heads.get(p.department) is p else p.title),
+        employee_id=f"E{1001 + i}",
+        manager_email=manager,
+        phone=_phone(rng),
+        hired=f"{rng.randint(2016, 2025)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+      )
+    )
+  customers = []
+  for name in rng.sample(CUSTOMER_NAMES, 10):
+    cdomain = name.lower().replace(" ", "") + ".com"
+    city, country, *_ = rng.choice(CITIES)
+    customers.append(
+      Customer(
+        name=name,
+        domain=cdomain,
+        industry=rng.choice(INDUSTRIES),
+        city=city,
+        country=country,
+        tier=rng.choice(("enterprise", "mid-market", "smb")),
+        contacts=tuple(_contact(rng, cdomain) for _ in range(rng.randint(2, 4))),
+      )
+    )
+  products = tuple(
+    Product(
+      sku=f"{cat[:3].upper()}-{1000 + 37 * i + rng.randint(0, 30)}",
+      name=name,
+      category=cat,
+      unit_price=price,
+      weight_kg=weight,
+    )
+    for i, (name, cat, price, weight) in enumerate(PRODUCTS)
+  )
+  vendors = []
+  for name, cat in VENDORS:
+    vdomain = name.lower().replace(" ", "") + ".com"
+    vendors.append(Vendor(name=name, domain=vdomain, category=cat, contact=_contact(rng, vdomain)))
+  return dataclasses.replace(
+    w, people=tuple(people), customers=tuple(customers), products=products, vendors=tuple(vendors)
+  )

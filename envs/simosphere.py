@@ -546,7 +546,7 @@ class SimosphereService(Service):
 
   @tool(
     mutates=False,
-    produces=("message.id", "thread.id", "person.email", "datetime", "message.text"),
+    produces=("message.id", "thread.id", "person.email", "datetime", "text"),
   )
   def read_message(self, message_id: str) -> Message:
     """Get one message with its recipients and full body (reading does not mark it read).
@@ -616,7 +616,7 @@ class SimosphereService(Service):
 
   @tool(
     mutates=True,
-    consumes=("person.email", "message.text", "document.text"),
+    consumes=("person.email", "text", "document.text"),
     produces=("message.id", "thread.id"),
   )
   def send_message(
@@ -647,7 +647,7 @@ class SimosphereService(Service):
       )
     )
 
-  @tool(mutates=True, consumes=("message.id", "message.text"), produces=("message.id",))
+  @tool(mutates=True, consumes=("message.id", "text"), produces=("message.id",))
   def reply_to_message(self, message_id: str, body: Text) -> Message:
     """Reply to a message in its thread; the reply goes to the original sender (or, when
     replying to your own message, to its original recipients) with subject "Re: ...".

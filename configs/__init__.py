@@ -1,0 +1,1 @@
+"""ml_collections configs: one ``get_config(arg)`` per experiment."""

@@ -1,0 +1,1 @@
+"""Training: tokenizer and chat rendering, grain pipelines, SFT, rollouts, rewards, GRPO."""
