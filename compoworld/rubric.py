@@ -164,8 +164,16 @@ def compare(actual: Any, cmp: str, expected: Any, tolerance: float = 1e-6) -> bo
           return False
       return {"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}[cmp]
     if cmp == "approx":
-      a, b = _number(actual), _number(expected)
-      return a is not None and b is not None and math.isclose(a, b, abs_tol=tolerance)
+      # A final answer may hold several numbers (dates, counts): any of them may be the one.
+      b = _number(expected)
+      candidates = (
+        [float(m.replace(",", "")) for m in _NUMBER.findall(actual)]
+        if isinstance(actual, str)
+        else [_number(actual)]
+      )
+      return b is not None and any(
+        a is not None and math.isclose(a, b, abs_tol=tolerance) for a in candidates
+      )
     if cmp == "contains":
       return expected in actual if isinstance(actual, (str, list)) else False
     if cmp == "icontains":

@@ -23,6 +23,9 @@ from compoworld.tools import ToolSpec, build_spec, describe_validation_error, to
 #: How far the logical clock moves after every successful write.
 CLOCK_STEP = timedelta(minutes=1)
 
+_BASE_CACHE_SIZE = 512
+_BASE_STATES: dict[tuple[type, int, int | None], ServiceState] = {}
+
 
 class Service:
   """Base class of every service; one instance owns one state."""
@@ -66,7 +69,15 @@ class Service:
 
   @classmethod
   def create(cls, seed: int = 0, size: int | None = None) -> Service:
-    return cls(cls.generate(seed, size))
+    """A service in its generated state; generation runs once per (seed, size) and later
+    calls get an O(tables) fork of the cached state (task generation builds thousands)."""
+    key = (cls, seed, size)
+    base = _BASE_STATES.get(key)
+    if base is None:
+      base = _BASE_STATES[key] = cls.generate(seed, size)
+      if len(_BASE_STATES) > _BASE_CACHE_SIZE:
+        _BASE_STATES.pop(next(iter(_BASE_STATES)))
+    return cls(base.fork())
 
   def fork(self) -> Service:
     return type(self)(self.state.fork())

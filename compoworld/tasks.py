@@ -91,9 +91,9 @@ class Task(_Strict):
     calls = self.reference_solution if calls is None else calls
     return env, [env.call_tool(c.service, c.tool, c.arguments) for c in calls]
 
-  def write_indices(self) -> list[int]:
+  def write_indices(self, env: ComposedEnv | None = None) -> list[int]:
     """Positions of the reference calls whose tool mutates state."""
-    env = self.make_env(check_hash=False)
+    env = env if env is not None else self.make_env(check_hash=False)
     return [
       i
       for i, c in enumerate(self.reference_solution)
@@ -151,10 +151,10 @@ def gate_failures(task: Task) -> list[str]:
   stale reading (``meta["stale_substitution"]``) fails some criterion.
   """
   reasons = []
-  s0_env = task.make_env()
+  s0_env = task.make_env()  # materialised once; every replay below runs on a fork of it
   if any(task.verify(s0_env, None).criteria):
     reasons.append("criterion_true_at_s0")
-  env, outputs = task.replay()
+  env, outputs = task.replay(s0_env.fork())
   bad = [i for i, o in enumerate(outputs) if not o["ok"]]
   if bad:
     reasons.append(f"probe_error_at_call_{bad[0]}")
@@ -162,16 +162,20 @@ def gate_failures(task: Task) -> list[str]:
     reasons.append("reference_not_accepted")
   if task.goal_hash and env.state_hash() != task.goal_hash:
     reasons.append("goal_hash_mismatch")
-  for i in task.write_indices():
+  for i in task.write_indices(s0_env):
     calls = task.reference_solution[:i] + task.reference_solution[i + 1 :]
-    dropped, _ = task.replay(calls=calls)
+    dropped, _ = task.replay(s0_env.fork(), calls=calls)
     if task.verify(dropped, task.reference_answer).success:
       reasons.append(f"write_{i}_not_needed")
   stale = task.meta.get("stale_substitution")
-  if stale:
+  if stale and stale.get("answer"):
+    answer = (task.reference_answer or "").replace(stale["fresh"], stale["stale_value"])
+    if task.verify(env, answer).success:
+      reasons.append("stale_value_accepted")
+  elif stale:
     calls = [c.model_copy(deep=True) for c in task.reference_solution]
     calls[stale["call"]].arguments[stale["argument"]] = stale["stale_value"]
-    staled, _ = task.replay(calls=calls)
+    staled, _ = task.replay(s0_env.fork(), calls=calls)
     if task.verify(staled, task.reference_answer).success:
       reasons.append("stale_value_accepted")
   return reasons

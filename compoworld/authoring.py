@@ -1,0 +1,349 @@
+"""The procedural author: turns a walk into a verified-ready task (paper, section 4.2).
+
+design: facets add the scenario's own records to s0; probe: they discover what they hand on by
+calling tools, and those calls are the reference solution; each write brings its rubric
+criterion; the instruction is assembled from the facets' phrases. No LLM, no global state:
+the same (walk, seed) gives the same task, byte for byte.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from compoworld.domains import BUSINESS_FUNCTIONS
+from compoworld.env import ComposedEnv
+from compoworld.facets import FacetRegistry, Found, Revisit, Sink, Value
+from compoworld.rubric import all_of
+from compoworld.state import ServiceState
+from compoworld.tasks import InitialState, Patch, Task, ToolCall, apply_patch
+from compoworld.walks import Walk
+
+GENERATOR_VERSION = "procedural-1"
+
+_DOMAIN_FUNCTION = {
+  "sales_crm": "sales",
+  "marketing": "marketing",
+  "hr": "hr",
+  "finance": "finance",
+  "support": "support",
+  "operations": "operations",
+}
+
+
+class AuthoringError(Exception):
+  """A candidate that cannot be authored; ``reason`` is counted in the summary."""
+
+  def __init__(self, reason: str, detail: str = ""):
+    super().__init__(f"{reason}: {detail}" if detail else reason)
+    self.reason = reason
+
+
+class AuthorContext:
+  """What a facet sees: the live env (s0 plus the probe's effects so far) and the recorders."""
+
+  def __init__(self, env: ComposedEnv, rng: random.Random):
+    self.env, self.rng = env, rng
+    self.patches: list[Patch] = []
+    self.calls: list[ToolCall] = []
+    self.scratch: dict[str, Any] = {}  # facets' notes for the rest of this task (used topics)
+    self._s0_now = {n: s.state.now.isoformat() for n, s in env.services.items()}
+
+  def state(self, service: str) -> ServiceState:
+    return self.env.services[service].state
+
+  def since(self, service: str) -> str:
+    """s0's logical time of ``service``: records made by the agent are stamped at or after it."""
+    return self._s0_now[service]
+
+  def fresh_id(self, prefix: str) -> str:
+    return f"{prefix}_{self.rng.getrandbits(32):08x}"
+
+  def put(self, service: str, collection: str, record: dict[str, Any]) -> dict[str, Any]:
+    """Adds one of the scenario's own records to s0."""
+    self._patch(Patch(service=service, op="put", collection=collection, record=record))
+    return record
+
+  def update(self, service: str, collection: str, record_id: str, **fields: Any) -> None:
+    """Edits a generated record of s0."""
+    self._patch(
+      Patch(service=service, op="update", collection=collection, id=record_id, fields=fields)
+    )
+
+  def _patch(self, patch: Patch) -> None:
+    try:
+      apply_patch(self.env, patch)
+    except Exception as err:  # a facet built an invalid record: reject the candidate
+      raise AuthoringError("invalid_patch", f"{patch.service}.{patch.collection}: {err}") from err
+    self.patches.append(patch)
+
+  def call(self, service: str, tool: str, **arguments: Any) -> Any:
+    """One probe call: recorded in the reference solution, and its data returned."""
+    out = self.env.call_tool(service, tool, arguments)
+    if not out["ok"]:
+      raise AuthoringError("probe_error", f"{service}.{tool}: {out['error']['message']}")
+    self.calls.append(ToolCall(service=service, tool=tool, arguments=arguments))
+    return out["data"]
+
+  def choice(self, items: list[Any] | tuple[Any, ...]) -> Any:
+    if not items:
+      raise AuthoringError("nothing_to_pick")
+    return items[self.rng.randrange(len(items))]
+
+
+_OPENERS = (
+  "Hi! I need a hand with something.",
+  "Could you take care of this for me?",
+  "Quick request, please.",
+  "I'm swamped today, so please handle the following.",
+  "Here's what I need done.",
+)
+_FIND = ("Find", "Look up", "Check", "Pull up", "Figure out")
+_THEN = ("Then", "After that,", "Next,", "Once you have that,", "With that,")
+_CLOSERS = ("Thanks!", "Thank you.", "Let me know when it's done.", "", "Appreciate it.")
+
+
+_PRONOUNS = {
+  "datetime": "that time",
+  "date": "that date",
+  "url": "that link",
+  "location": "that address",
+  "address": "that address",
+  "money": "that amount",
+  "quantity": "that quantity",
+  "number": "that number",
+}
+
+
+def _pronoun(kind: str) -> str:
+  """How the sentence after a read refers to what was read."""
+  return "them" if kind.startswith("person.") else _PRONOUNS.get(kind, "it")
+
+
+def _cap(text: str) -> str:
+  return text[:1].upper() + text[1:]
+
+
+class _Writer:
+  """Accumulates the instruction, the rubric and the final answer while a walk is realised."""
+
+  def __init__(self, ctx: AuthorContext):
+    self.ctx = ctx
+    self.clauses: list[str] = []
+    self.criteria: list[dict[str, Any]] = []
+    self.answers: list[str] = []
+    self.answer_checks: list[dict[str, Any]] = []
+    self.patterns: list[str] = []  # kinds of cross-service dependency, e.g. "must_not:person.email"
+    self.facets: list[str] = []  # which facets realised them
+
+  def criterion(self, text: str, check: dict[str, Any], kind: str = "positive") -> None:
+    self.criteria.append(
+      {"id": f"c{len(self.criteria) + 1}", "text": text, "kind": kind, "check": check}
+    )
+
+  def say(self, sentence: str) -> None:
+    self.clauses.append(_cap(sentence.strip()))
+
+
+def _apply_sink(w: _Writer, sink: Sink, found: Found, target: Any = None) -> None:
+  ctx = w.ctx
+  if target is None:
+    target = sink.prepare(ctx)
+  if sink.aggregates:
+    total = round(sum(v.number or 0.0 for v in found.values), 2)
+    targets = [Value(total, f"{total:,.2f}", total)]
+    obj, shape = f"the total of {found.noun}", "aggregate"
+  else:
+    targets = found.values
+    obj = _pronoun(found.kind) if len(targets) == 1 else "each of them"
+    shape = "relay" if len(targets) == 1 else "fan_out"
+  for value in targets:
+    sink.act(ctx, target, value)
+  checks = [sink.check(ctx, target, v) for v in targets]
+  w.criterion(
+    " ".join(sink.text(ctx, target, v) for v in targets),
+    checks[0] if len(checks) == 1 else all_of(*checks),
+  )
+  phrase = sink.phrase(ctx, target, obj)
+  if found.excluded and not sink.aggregates:
+    shape = "must_not"
+    w.criterion(
+      f"Nothing was done for {', '.join(v.label for v in found.excluded)} ({found.exclusion}).",
+      {
+        "op": "not",
+        "check": {"op": "any", "checks": [sink.check(ctx, target, v) for v in found.excluded]},
+      },
+      kind="must_not",
+    )
+    phrase = f"{phrase}, but leave out anyone {found.exclusion}"
+  if found.condition:
+    shape = "conditional"
+    w.say(f"If {found.condition}, {phrase}.")
+  else:
+    w.say(f"{ctx.choice(_THEN)} {phrase}.")
+  w.patterns.append(f"{shape}:{found.kind}")
+  w.facets.append(f"{sink.service}.{sink.name}")
+
+
+def _report(w: _Writer, found: Found) -> None:
+  """The walk ends on a read: the final answer must state what was found."""
+  value = found.values[0]
+  w.say(f"Finally, tell me {found.noun}.")
+  w.answers.append(found.answer or f"{_cap(found.noun)}: {value.label}.")
+  if value.number is not None:
+    check = {"op": "answer", "cmp": "approx", "value": value.number, "tolerance": 0.01}
+  else:
+    check = {"op": "answer", "cmp": "icontains", "value": value.label}
+  w.criterion(f"The final answer states {found.noun} ({value.label}).", check)
+  w.patterns.append(f"answer:{found.kind}")
+
+
+def _sink_for(reg: FacetRegistry, ctx: AuthorContext, service: str, kind: str) -> Sink:
+  return ctx.choice(reg.sinks.get((service, kind), []))
+
+
+def _revisit(reg: FacetRegistry, service: str, name: str) -> Revisit:
+  return next(r for r in reg.revisits[service] if r.name == name)
+
+
+def _need(found: Found | None, where: str) -> Found:
+  if found is None or not found.values:
+    raise AuthoringError("facet_found_nothing", where)
+  return found
+
+
+def _stale_substitution(calls: list[ToolCall], start: int, fresh: Any, stale: Any):
+  """The first call at or after ``start`` whose arguments carry ``fresh``, with ``stale`` in
+  its place: replaying that makes an agent that skipped the revisit."""
+  for i in range(start, len(calls)):
+    for name, arg in calls[i].arguments.items():
+      if arg == fresh:
+        return {"call": i, "argument": name, "stale_value": stale}
+      if isinstance(arg, str) and isinstance(fresh, str) and fresh in arg:
+        return {"call": i, "argument": name, "stale_value": arg.replace(fresh, str(stale or ""))}
+      if isinstance(arg, list) and fresh in arg:
+        return {
+          "call": i,
+          "argument": name,
+          "stale_value": [stale if a == fresh else a for a in arg],
+        }
+  return None
+
+
+def realize(
+  walk: Walk,
+  reg: FacetRegistry,
+  env: ComposedEnv,
+  rng: random.Random,
+  task_id: str,
+  initial_seed: int,
+  meta: dict[str, Any],
+) -> Task:
+  """Turns ``walk`` into a task over ``env`` (s0, distractors included)."""
+  base = env.fork()
+  ctx = AuthorContext(env, rng)
+  w = _Writer(ctx)
+  found: Found | None = None
+  revisit_target: Any = None
+  revisit_value: tuple[int, Any, Any] | None = None
+  for i, step in enumerate(walk.steps):
+    last = i == len(walk.steps) - 1
+    where = f"step {i} ({step.service})"
+    if step.role == "revisit_first":
+      if step.kind_in is not None:
+        _apply_sink(w, _sink_for(reg, ctx, step.service, step.kind_in), _need(found, where))
+      rv = _revisit(reg, step.service, step.revisit)
+      first, revisit_target = rv.first(ctx)
+      found = _need(first, where)
+      w.say(f"{ctx.choice(_FIND)} {found.noun}.")
+      w.patterns.append(f"revisit:{rv.kind}->{rv.kind_in}->{rv.kind_after}")
+      w.facets.append(f"{rv.service}.{rv.name}")
+    elif step.role == "revisit_second":
+      rv = _revisit(reg, step.service, step.revisit)
+      _apply_sink(w, rv.change, _need(found, where), target=revisit_target)
+      found = _need(rv.second(ctx, revisit_target), where)
+      if found.stale == found.values[0].value:
+        raise AuthoringError("revisit_not_stale", where)
+      revisit_value = (len(ctx.calls), found.values[0], found.stale)
+      if not last:
+        w.say(f"After that, get {found.noun}.")
+    elif step.kind_in is None:
+      src = ctx.choice(reg.sources.get((step.service, step.kind_out or ""), []))
+      found = _need(src.fn(ctx), where)
+      w.say(f"{ctx.choice(_FIND)} {found.noun}.")
+    else:
+      incoming = _need(found, where)
+      lookups = [
+        lk
+        for lk in reg.lookups.get((step.service, step.kind_in), [])
+        if last or lk.kind == step.kind_out
+      ]
+      can_write = bool(reg.sinks.get((step.service, step.kind_in))) and (
+        last or bool(reg.sources.get((step.service, step.kind_out or "")))
+      )
+      if not lookups and not can_write:
+        raise AuthoringError("step_unrealizable", where)
+      if lookups and (not can_write or rng.random() < 0.5):
+        lk = ctx.choice(lookups)
+        found = _need(lk.fn(ctx, incoming), where)
+        w.say(f"{ctx.choice(_THEN)} use it to find {found.noun}.")
+        w.patterns.append(f"lookup:{lk.kind_in}->{lk.kind}")
+        w.facets.append(f"{lk.service}.{lk.name}")
+      else:
+        _apply_sink(w, _sink_for(reg, ctx, step.service, step.kind_in), incoming)
+        found = None
+        if not last:
+          src = ctx.choice(reg.sources.get((step.service, step.kind_out or ""), []))
+          found = _need(src.fn(ctx), where)
+          w.say(f"Also {ctx.choice(_FIND).lower()} {found.noun}.")
+    if last and found is not None:
+      _report(w, found)
+  if revisit_value is None:
+    raise AuthoringError("no_revisit")
+  start, fresh, stale = revisit_value
+  substitution = _stale_substitution(ctx.calls, start, fresh.value, stale)
+  if substitution is None:
+    if not any(fresh.label in a for a in w.answers):
+      raise AuthoringError("revisit_unused")
+    substitution = {"answer": True, "fresh": fresh.label, "stale_value": str(stale)}
+  if not w.criteria:
+    raise AuthoringError("no_criteria")
+  domains = sorted({env.services[s].domain for s in walk.services})
+  instruction = " ".join(
+    part for part in (ctx.choice(_OPENERS), *w.clauses, ctx.choice(_CLOSERS)) if part
+  )
+  s0 = ComposedEnv(
+    {n: s for n, s in base.services.items()}, task_services=walk.services, seed=env.seed
+  )
+  for patch in ctx.patches:
+    apply_patch(s0, patch)
+  task = Task(
+    id=task_id,
+    instruction=instruction,
+    services=walk.services,
+    distractors=list(env.distractors),
+    walk=walk.visits,
+    edges=[(a, b) for a, b, _ in walk.edges],
+    initial_state=InitialState(seed=initial_seed, patches=ctx.patches, hash=s0.state_hash()),
+    reference_solution=ctx.calls,
+    reference_answer=" ".join(w.answers) if w.answers else None,
+    goal_hash=env.state_hash(),
+    rubric=w.criteria,
+    meta={
+      **meta,
+      "generator": GENERATOR_VERSION,
+      "author": "procedural",
+      "K": len(walk.services),
+      "L": len(walk.steps),
+      "edge_kinds": [k for _, _, k in walk.edges],
+      "patterns": w.patterns,
+      "facets": w.facets,
+      "domains": domains,
+      "business_functions": sorted(
+        {_DOMAIN_FUNCTION.get(d, "productivity") for d in domains}
+        & {*BUSINESS_FUNCTIONS, "productivity"}
+      ),
+      "stale_substitution": substitution,
+    },
+  )
+  return task

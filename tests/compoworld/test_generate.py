@@ -1,0 +1,102 @@
+"""Walk sampling (eq. 3) and procedural task generation with its verification gates."""
+
+import random
+import re
+
+import pytest
+
+from compoworld.facets import facets
+from compoworld.generate import generate_tasks
+from compoworld.registry import registry
+from compoworld.tasks import gate_failures, load_tasks, save_tasks
+from compoworld.walks import check_walk, sample_walk
+
+
+@pytest.fixture(scope="module")
+def batch():
+  return generate_tasks(24, seed=7, progress=False)
+
+
+def test_walks_satisfy_eq3():
+  reg, rng, seen = facets.load(), random.Random(0), 0
+  for _ in range(60):
+    k, length = 5, rng.randint(7, 12)
+    walk = sample_walk(reg, rng, k, length)
+    if walk is None:
+      continue
+    seen += 1
+    assert check_walk(walk, k) == [] and len(walk.steps) == length
+    roles = [s.role for s in walk.steps]
+    i = roles.index("revisit_first")
+    assert roles[i + 1 : i + 3] == ["bridge", "revisit_second"]
+    assert walk.steps[i].service == walk.steps[i + 2].service
+  assert seen >= 40
+
+
+def test_generation_is_deterministic_and_shardable(tmp_path, batch):
+  tasks, _ = batch
+  again, _ = generate_tasks(24, seed=7, progress=False)
+  save_tasks(tasks, tmp_path / "a.jsonl")
+  save_tasks(again, tmp_path / "b.jsonl")
+  assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+  odd, _ = generate_tasks(24, seed=7, shard_index=1, num_shards=2, progress=False)
+  even, _ = generate_tasks(24, seed=7, shard_index=0, num_shards=2, progress=False)
+  merged = sorted(odd + even, key=lambda t: t.meta["index"])
+  assert [t.model_dump() for t in merged] == [t.model_dump() for t in tasks]
+  other, _ = generate_tasks(4, seed=8, progress=False)
+  assert other[0].instruction != tasks[0].instruction
+
+
+def test_workers_do_not_change_the_output(batch):
+  tasks, _ = batch
+  parallel, _ = generate_tasks(24, seed=7, workers=2, chunk_size=6, progress=False)
+  assert [t.id for t in parallel] == [t.id for t in tasks]
+  assert parallel[5].model_dump() == tasks[5].model_dump()
+
+
+def test_every_task_passes_the_gates_from_the_file_alone(tmp_path, batch):
+  tasks, _ = batch
+  save_tasks(tasks, tmp_path / "tasks.jsonl")
+  loaded = load_tasks(tmp_path / "tasks.jsonl")
+  assert len(loaded) == len(tasks) > 20
+  for task in loaded:
+    assert gate_failures(task) == [], task.id
+    env = task.make_env()
+    assert set(env.distractors) == set(task.distractors) and len(task.distractors) == 5
+    assert task.meta["stale_substitution"]
+
+
+def test_tasks_meet_eq3_and_hide_tools_and_ids(batch):
+  tasks, _ = batch
+  for task in tasks:
+    k = len(task.services)
+    assert k == 5 and 7 <= len(task.walk) <= 12 and len(set(task.walk)) == k
+    assert all(a != b for a, b in zip(task.walk, task.walk[1:], strict=False))
+    tool_names = {t for s in task.services for t in registry.get(s).tools}
+    words = set(re.findall(r"[a-z_]+", task.instruction))
+    assert not words & tool_names, words & tool_names
+    args = [a for c in task.reference_solution for a in c.arguments.values()]
+    ids = {a for a in args if isinstance(a, str) and re.fullmatch(r"[a-z]+_[0-9a-f]{8}", a)}
+    assert ids and not any(i in task.instruction for i in ids)
+
+
+def test_summary_counts(batch):
+  tasks, summary = batch
+  assert summary["tasks"] == len(tasks)
+  assert sum(summary["walk_length_histogram"].values()) == len(tasks)
+  assert summary["distinct_patterns"] == len(summary["patterns"]) >= 5
+  assert summary["must_not_tasks"] == sum(
+    any(c.kind == "must_not" for c in t.rubric) for t in tasks
+  )
+
+
+def test_the_stale_gate_fails_a_task_whose_revisit_does_not_matter(batch):
+  tasks, _ = batch
+  task = tasks[0].model_copy(deep=True)
+  stale = task.meta["stale_substitution"]
+  if stale.get("answer"):
+    stale["stale_value"] = stale["fresh"]
+  else:
+    fresh = task.reference_solution[stale["call"]].arguments[stale["argument"]]
+    stale["stale_value"] = fresh  # "stale" equal to fresh: the gate must notice
+  assert "stale_value_accepted" in gate_failures(task)
