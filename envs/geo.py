@@ -460,7 +460,7 @@ class GeoService(Service):
 
   # --- writes ------------------------------------------------------------------------------
 
-  @tool(mutates=True, consumes=("place.id",))
+  @tool(mutates=True, consumes=("place.id", "text"))
   def save_place(self, place_id: str, label: Text) -> SavedPlace:
     """Save a place under a label such as "Home" or "Office".
 

@@ -61,8 +61,12 @@ def place_address(ctx: AuthorContext) -> Found:
 
 def _save_place(ctx: AuthorContext, target: dict, value: Value) -> None:
   place = ctx.call(S, "geocode", address=value.value)
-  target["place_id"] = place["id"]
   ctx.call(S, "save_place", place_id=place["id"], label=target["label"])
+
+
+def _place_at(ctx: AuthorContext, address: str) -> str:
+  """The id of the place at ``address`` (the rubric names the record the agent must save)."""
+  return next((p.id for p in ctx.state(S).places if p.address == address), "")
 
 
 facets.add_sink(
@@ -73,7 +77,7 @@ facets.add_sink(
     prepare=lambda ctx: {"label": ctx.choice(("Client site", "Offsite venue", "Meetup spot"))},
     act=_save_place,
     check=lambda ctx, t, v: exists(
-      S, "saved_places", where("place_id", t["place_id"]), where("label", t["label"])
+      S, "saved_places", where("place_id", _place_at(ctx, v.value)), where("label", t["label"])
     ),
     phrase=lambda ctx, t, obj: f'save {obj} in my maps under the label "{t["label"]}"',
     text=lambda ctx, t, v: f'{v.label} is saved as "{t["label"]}".',
