@@ -34,6 +34,7 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m experiments.bench_env --workdir=$(WORKDIR)/bench_env
+	$(BIN)/python -m experiments.bench_tasks --workdir=$(WORKDIR)/bench_tasks
 
 clean:
 	rm -rf $(VENV) $(WORKDIR) .pytest_cache .ruff_cache

@@ -31,6 +31,14 @@ _DOMAIN_FUNCTION = {
 }
 
 
+def business_functions(domains: list[str]) -> list[str]:
+  """The AutomationBench business functions a task touches ("productivity" for the rest)."""
+  return sorted(
+    {_DOMAIN_FUNCTION.get(d, "productivity") for d in domains}
+    & {*BUSINESS_FUNCTIONS, "productivity"}
+  )
+
+
 class AuthoringError(Exception):
   """A candidate that cannot be authored; ``reason`` is counted in the summary."""
 
@@ -339,10 +347,7 @@ def realize(
       "patterns": w.patterns,
       "facets": w.facets,
       "domains": domains,
-      "business_functions": sorted(
-        {_DOMAIN_FUNCTION.get(d, "productivity") for d in domains}
-        & {*BUSINESS_FUNCTIONS, "productivity"}
-      ),
+      "business_functions": business_functions(domains),
       "stale_substitution": substitution,
     },
   )

@@ -47,8 +47,13 @@ def generate_one(
   max_attempts: int = 30,
   reg: FacetRegistry | None = None,
   rejected: collections.Counter | None = None,
+  author: Any = None,
 ) -> Task | None:
-  """Task ``index`` of ``seed``, or None if no candidate passed the gates."""
+  """Task ``index`` of ``seed``, or None if no candidate passed the gates.
+
+  ``author`` is None for the procedural author, or an object with the same ``realize``
+  signature (``compoworld.llm_author.LLMAuthor``).
+  """
   reg = (reg or facets).load()
   rejected = rejected if rejected is not None else collections.Counter()
   rng = random.Random(f"task:{seed}:{index}")
@@ -64,10 +69,12 @@ def generate_one(
     distractors = rng.sample(others, min(num_distractors, len(others)))
     world_seed = rng.randrange(WORLD_SEEDS)
     env = ComposedEnv.from_services(walk.services, seed=world_seed, distractors=distractors)
+    task_id, meta = f"t{seed}-{index:06d}", {"seed": seed, "index": index}
     try:
-      task = realize(
-        walk, reg, env, rng, f"t{seed}-{index:06d}", world_seed, {"seed": seed, "index": index}
-      )
+      if author is None:
+        task = realize(walk, reg, env, rng, task_id, world_seed, meta)
+      else:
+        task = author.realize(walk, env, rng, task_id, world_seed, meta)
     except AuthoringError as err:
       rejected[err.reason] += 1
       continue

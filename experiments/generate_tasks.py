@@ -10,6 +10,8 @@ from absl import app, flags
 
 from compoworld.domains import DOMAINS
 from compoworld.generate import generate_tasks
+from compoworld.llm import make_client
+from compoworld.llm_author import LLMAuthor
 from compoworld.tasks import save_tasks
 from experiments.common import write_summary
 
@@ -20,7 +22,12 @@ _DISTRACTORS = flags.DEFINE_integer("num_distractors", 5, "Extra services the ta
 _MIN_WALK = flags.DEFINE_integer("min_walk", 7, "Shortest walk length L.")
 _MAX_WALK = flags.DEFINE_integer("max_walk", 12, "Longest walk length L.")
 _DOMAINS = flags.DEFINE_multi_enum("domains", [], DOMAINS, "Restrict task services to domains.")
-_AUTHOR = flags.DEFINE_enum("author", "procedural", ["procedural"], "Who writes the scenarios.")
+_AUTHOR = flags.DEFINE_enum("author", "procedural", ["procedural", "llm"], "Who writes scenarios.")
+_LLM_MODEL = flags.DEFINE_string("llm_model", "deepseek-v4-flash", "Model name for --author=llm.")
+_LLM_BASE_URL = flags.DEFINE_string(
+  "llm_base_url", None, "OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)."
+)
+_LLM_REVISIONS = flags.DEFINE_integer("llm_revisions", 3, "Revision rounds after failed gates.")
 _SHARD_INDEX = flags.DEFINE_integer("shard_index", 0, "This process's shard of the indices.")
 _NUM_SHARDS = flags.DEFINE_integer("num_shards", 1, "How many shards split the indices.")
 _WORKERS = flags.DEFINE_integer("workers", os.cpu_count() or 1, "Local worker processes.")
@@ -29,12 +36,17 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/tasks", "Where tasks.jsonl and s
 
 def main(argv):
   del argv
+  author, workers = None, _WORKERS.value
+  if _AUTHOR.value == "llm":
+    client = make_client(base_url=_LLM_BASE_URL.value)
+    author, workers = LLMAuthor(client, _LLM_MODEL.value, max_revisions=_LLM_REVISIONS.value), 1
   tasks, summary = generate_tasks(
     _NUM_TASKS.value,
     seed=_SEED.value,
     shard_index=_SHARD_INDEX.value,
     num_shards=_NUM_SHARDS.value,
-    workers=_WORKERS.value,
+    workers=workers,
+    author=author,
     k=_K.value,
     num_distractors=_DISTRACTORS.value,
     min_walk=_MIN_WALK.value,

@@ -1,0 +1,39 @@
+"""Splits a task file for composition tests.
+
+``python -m experiments.split_tasks --tasks=FILE --mode=composition|services --workdir=DIR``
+writes ``train.jsonl``, ``eval.jsonl`` and ``summary.json`` (the split, recorded).
+"""
+
+import os
+
+from absl import app, flags
+
+from compoworld.splits import split_by_composition, split_by_services
+from compoworld.tasks import load_tasks, save_tasks
+from experiments.common import write_summary
+
+_TASKS = flags.DEFINE_string("tasks", None, "tasks.jsonl to split.", required=True)
+_MODE = flags.DEFINE_enum("mode", "composition", ["composition", "services"], "What is held out.")
+_EVAL_FRACTION = flags.DEFINE_float("eval_fraction", 0.1, "composition: share of tasks held out.")
+_HELD_OUT = flags.DEFINE_list("held_out", None, "services: the services to hold out.")
+_NUM_HELD_OUT = flags.DEFINE_integer("num_held_out", 3, "services: how many, if not named.")
+_SEED = flags.DEFINE_integer("seed", 0, "Seed of the split.")
+_WORKDIR = flags.DEFINE_string("workdir", "runs/split", "Where the split files go.")
+
+
+def main(argv):
+  del argv
+  tasks = load_tasks(_TASKS.value)
+  if _MODE.value == "composition":
+    train, evaluation, info = split_by_composition(tasks, _EVAL_FRACTION.value, _SEED.value)
+  else:
+    train, evaluation, info = split_by_services(
+      tasks, _HELD_OUT.value, _NUM_HELD_OUT.value, _SEED.value
+    )
+  save_tasks(train, os.path.join(_WORKDIR.value, "train.jsonl"))
+  save_tasks(evaluation, os.path.join(_WORKDIR.value, "eval.jsonl"))
+  write_summary(_WORKDIR.value, {**info, "source": _TASKS.value})
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,46 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from compoworld.generate import generate_tasks
+from compoworld.splits import split_by_composition, split_by_services
+from compoworld.tasks import save_tasks
+
+
+@pytest.fixture(scope="module")
+def tasks():
+  return generate_tasks(40, seed=3, progress=False)[0]
+
+
+def test_composition_split_holds_out_sets_but_not_services(tasks):
+  train, evaluation, info = split_by_composition(tasks, eval_fraction=0.25, seed=1)
+  assert evaluation and train and len(train) + len(evaluation) == len(tasks)
+  train_sets = {tuple(sorted(t.services)) for t in train}
+  train_services = {s for t in train for s in t.services}
+  for task in evaluation:
+    assert tuple(sorted(task.services)) not in train_sets
+    assert set(task.services) <= train_services
+  assert info["eval_tasks"] == len(evaluation) and info["mode"] == "composition"
+
+
+def test_service_split_hides_services_even_as_distractors(tasks):
+  held = sorted({s for t in tasks for s in t.services})[:2]
+  train, evaluation, info = split_by_services(tasks, held_out=held)
+  assert evaluation and info["held_out_services"] == held
+  assert all(set(held) & set(t.services) for t in evaluation)
+  assert not any(set(held) & (set(t.services) | set(t.distractors)) for t in train)
+
+
+def test_split_script_records_the_split(tmp_path, tasks):
+  save_tasks(tasks, tmp_path / "tasks.jsonl")
+  out = subprocess.run(
+    [sys.executable, "-m", "experiments.split_tasks", f"--tasks={tmp_path / 'tasks.jsonl'}",
+     "--mode=services", "--num_held_out=2", f"--workdir={tmp_path}"],
+    capture_output=True, text=True, check=True,
+  )  # fmt: skip
+  summary = json.loads(out.stdout.strip().splitlines()[-1])
+  assert len(summary["held_out_services"]) == 2
+  n_eval = len((tmp_path / "eval.jsonl").read_text().splitlines())
+  assert n_eval == summary["eval_tasks"] > 0
