@@ -85,7 +85,7 @@ class AuthorContext:
       raise AuthoringError("invalid_patch", f"{patch.service}.{patch.collection}: {err}") from err
     self.patches.append(patch)
 
-  def call(self, service: str, tool: str, **arguments: Any) -> Any:
+  def call(self, service: str, tool: str, /, **arguments: Any) -> Any:
     """One probe call: recorded in the reference solution, and its data returned."""
     out = self.env.call_tool(service, tool, arguments)
     if not out["ok"]:
@@ -220,21 +220,52 @@ def _need(found: Found | None, where: str) -> Found:
   return found
 
 
-def _stale_substitution(calls: list[ToolCall], start: int, fresh: Any, stale: Any):
-  """The first call at or after ``start`` whose arguments carry ``fresh``, with ``stale`` in
-  its place: replaying that makes an agent that skipped the revisit."""
+def _renderings(fresh: Any, stale: Any) -> list[tuple[str, str]]:
+  """How a value may appear inside a text argument, paired with the stale value written the
+  same way (a link in a message body, an amount in a note)."""
+  if isinstance(fresh, bool) or fresh is None:
+    return []
+  if isinstance(fresh, (int, float)):
+    old = stale if isinstance(stale, (int, float)) else 0
+    shown = [(f"{fresh:,.2f}", f"{old:,.2f}"), (f"{fresh:.2f}", f"{old:.2f}")]
+    # a bare "3" matches too much text to stand for a value; longer numerals are specific
+    return [*shown, (str(fresh), str(old))] if len(str(fresh)) >= 2 else shown
+  return [(str(fresh), "" if stale is None else str(stale))]
+
+
+def _substitute(arg: Any, fresh: Any, stale: Any) -> tuple[bool, Any]:
+  """``arg`` with every appearance of ``fresh`` (as a whole value, inside text, or nested in
+  lists and objects) written as ``stale``, and whether anything changed."""
+  if arg == fresh and type(arg) is type(fresh):
+    return True, stale
+  if isinstance(arg, str):
+    for shown, old in _renderings(fresh, stale):
+      if shown and shown in arg:
+        return True, arg.replace(shown, old)
+    return False, arg
+  if isinstance(arg, list):
+    parts = [_substitute(a, fresh, stale) for a in arg]
+    return any(c for c, _ in parts), [v for _, v in parts]
+  if isinstance(arg, dict):
+    parts = {k: _substitute(v, fresh, stale) for k, v in arg.items()}
+    return any(c for c, _ in parts.values()), {k: v for k, (_, v) in parts.items()}
+  return False, arg
+
+
+def _stale_substitution(
+  env: ComposedEnv, calls: list[ToolCall], start: int, fresh: Any, stale: Any
+) -> dict[str, Any] | None:
+  """The first write at or after ``start`` whose arguments carry ``fresh``, with ``stale`` in
+  its place: replaying that makes an agent that skipped the revisit. Reads are passed over: a
+  stale value that only reaches a search changes nothing the rubric can see."""
   for i in range(start, len(calls)):
+    spec = env.services[calls[i].service].spec(calls[i].tool)
+    if spec is None or not spec.mutates:
+      continue
     for name, arg in calls[i].arguments.items():
-      if arg == fresh:
-        return {"call": i, "argument": name, "stale_value": stale}
-      if isinstance(arg, str) and isinstance(fresh, str) and fresh in arg:
-        return {"call": i, "argument": name, "stale_value": arg.replace(fresh, str(stale or ""))}
-      if isinstance(arg, list) and fresh in arg:
-        return {
-          "call": i,
-          "argument": name,
-          "stale_value": [stale if a == fresh else a for a in arg],
-        }
+      changed, value = _substitute(arg, fresh, stale)
+      if changed:
+        return {"call": i, "argument": name, "stale_value": value}
   return None
 
 
@@ -281,10 +312,11 @@ def realize(
       w.say(f"{ctx.choice(_FIND)} {found.noun}.")
     else:
       incoming = _need(found, where)
+      after_revisit = i > 0 and walk.steps[i - 1].role == "revisit_second"
       lookups = [
         lk
         for lk in reg.lookups.get((step.service, step.kind_in), [])
-        if last or lk.kind == step.kind_out
+        if (last or lk.kind == step.kind_out) and not after_revisit
       ]
       can_write = bool(reg.sinks.get((step.service, step.kind_in))) and (
         last or bool(reg.sources.get((step.service, step.kind_out or "")))
@@ -309,7 +341,7 @@ def realize(
   if revisit_value is None:
     raise AuthoringError("no_revisit")
   start, fresh, stale = revisit_value
-  substitution = _stale_substitution(ctx.calls, start, fresh.value, stale)
+  substitution = _stale_substitution(env, ctx.calls, start, fresh.value, stale)
   if substitution is None:
     if not any(fresh.label in a for a in w.answers):
       raise AuthoringError("revisit_unused")

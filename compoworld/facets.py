@@ -113,6 +113,7 @@ class Revisit:
 class FacetRegistry:
   def __init__(self, providers: tuple[str, ...] = ("envs.facets",)) -> None:
     self._providers, self._loaded = providers, False
+    self._memo: dict[tuple, set[str]] = {}  # walk sampling asks the same questions often
     self.sources: dict[tuple[str, str], list[Source]] = defaultdict(list)
     self.lookups: dict[tuple[str, str], list[Lookup]] = defaultdict(list)
     self.sinks: dict[tuple[str, str], list[Sink]] = defaultdict(list)
@@ -129,6 +130,7 @@ class FacetRegistry:
     def deco(fn):
       self._check(fn.__name__, kind)
       self.sources[(service, kind)].append(Source(service, kind, fn.__name__, fn))
+      self._memo.clear()
       return fn
 
     return deco
@@ -137,6 +139,7 @@ class FacetRegistry:
     def deco(fn):
       self._check(fn.__name__, kind_in, kind)
       self.lookups[(service, kind_in)].append(Lookup(service, kind_in, kind, fn.__name__, fn))
+      self._memo.clear()
       return fn
 
     return deco
@@ -144,11 +147,13 @@ class FacetRegistry:
   def add_sink(self, sink: Sink) -> Sink:
     self._check(sink.name, sink.kind)
     self.sinks[(sink.service, sink.kind)].append(sink)
+    self._memo.clear()
     return sink
 
   def add_revisit(self, revisit: Revisit) -> Revisit:
     self._check(revisit.name, revisit.kind, revisit.kind_in, revisit.kind_after)
     self.revisits[revisit.service].append(revisit)
+    self._memo.clear()
     return revisit
 
   # --- what a step at a service can do ------------------------------------------------------
@@ -167,6 +172,12 @@ class FacetRegistry:
 
   def outputs(self, service: str, kind_in: str | None) -> set[str]:
     """Kinds a plain step at ``service`` can hand on, given what it receives."""
+    key = ("out", service, kind_in)
+    if key not in self._memo:
+      self._memo[key] = self._outputs(service, kind_in)
+    return self._memo[key]
+
+  def _outputs(self, service: str, kind_in: str | None) -> set[str]:
     if kind_in is None:
       return {k for (s, k), v in self.sources.items() if s == service and v}
     out = {lk.kind for lk in self.lookups.get((service, kind_in), [])}
@@ -176,6 +187,12 @@ class FacetRegistry:
 
   def inputs(self, service: str) -> set[str]:
     """Kinds a step at ``service`` can receive (and then end the walk or go on)."""
+    key = ("in", service, None)
+    if key not in self._memo:
+      self._memo[key] = self._inputs(service)
+    return self._memo[key]
+
+  def _inputs(self, service: str) -> set[str]:
     keys = [k for (s, k), v in [*self.sinks.items(), *self.lookups.items()] if s == service and v]
     return set(keys)
 

@@ -23,7 +23,7 @@ from compoworld.tools import ToolSpec, build_spec, describe_validation_error, to
 #: How far the logical clock moves after every successful write.
 CLOCK_STEP = timedelta(minutes=1)
 
-_BASE_CACHE_SIZE = 512
+_BASE_CACHE_SIZE = 4096  # task generation cycles through worlds x services
 _BASE_STATES: dict[tuple[type, int, int | None], ServiceState] = {}
 
 

@@ -108,6 +108,10 @@ class _Search:
     for svc in candidates:
       if kind_in is not None and kind_in not in self.reg.inputs(svc):
         continue
+      # The refreshed value must be *written* somewhere: a lookup would only read with it, and
+      # an agent that used the stale value would then fail no criterion.
+      if i == self.p + 3 and not self.reg.sinks.get((svc, kind_in)):
+        continue
       if last:
         if kind_in is not None and self.reg.can_end(svc, kind_in):
           found = self.run([*steps, Step(svc, kind_in, None)], None)

@@ -6,6 +6,7 @@ import random
 import httpx2
 import pytest
 
+from compoworld import registry
 from compoworld.authoring import AuthoringError, realize
 from compoworld.env import ComposedEnv
 from compoworld.facets import facets
@@ -45,6 +46,10 @@ def client_for(recorded):
   )
 
 
+def distractor(walk):
+  return [next(s for s in registry.names() if s not in walk.services)]
+
+
 @pytest.fixture(scope="module")
 def walk_and_scenario():
   """A walk, and a scenario JSON for it that passes the gates (what a good model writes)."""
@@ -54,7 +59,7 @@ def walk_and_scenario():
     walk = sample_walk(reg, rng, 5, 8)
     if walk is None:
       continue
-    env = ComposedEnv.from_services(walk.services, seed=2, distractors=["drive"])
+    env = ComposedEnv.from_services(walk.services, seed=2, distractors=distractor(walk))
     try:
       task = realize(walk, reg, env, rng, "ref", 2, {})
     except AuthoringError:
@@ -94,7 +99,7 @@ def test_four_phases_with_a_revision(walk_and_scenario):
       {"role": "assistant", "content": f"```json\n{json.dumps(scenario)}\n```"},
     ]
   )
-  env = ComposedEnv.from_services(walk.services, seed=2, distractors=["drive"])
+  env = ComposedEnv.from_services(walk.services, seed=2, distractors=distractor(walk))
   task = LLMAuthor(client_for(recorded), "recorded").realize(
     walk, env, random.Random(0), "llm-1", 2, {"index": 0}
   )
@@ -118,7 +123,7 @@ def test_gate_failures_go_back_to_the_model_and_revisions_are_bounded(walk_and_s
   recorded = Recorded([{"role": "assistant", "content": "ready"}] + [
     {"role": "assistant", "content": json.dumps(lazy)}
   ] * 3)  # fmt: skip
-  env = ComposedEnv.from_services(walk.services, seed=2, distractors=["drive"])
+  env = ComposedEnv.from_services(walk.services, seed=2, distractors=distractor(walk))
   author = LLMAuthor(client_for(recorded), "recorded", max_revisions=2)
   with pytest.raises(AuthoringError) as err:
     author.realize(walk, env, random.Random(0), "llm-2", 2, {})
@@ -133,8 +138,9 @@ def test_generate_one_uses_an_llm_author():
       raise AuthoringError("llm_revisions_exhausted")
 
   rejected = __import__("collections").Counter()
-  assert generate_one(0, 0, author=Fails(), max_attempts=2, rejected=rejected) is None
-  assert rejected["llm_revisions_exhausted"] == 2
+  assert generate_one(0, 0, author=Fails(), max_attempts=6, rejected=rejected) is None
+  # every attempt that found a walk went to the LLM author and was rejected by it
+  assert rejected["llm_revisions_exhausted"] == 6 - rejected["no_walk"] > 0
 
 
 @pytest.mark.parametrize(
