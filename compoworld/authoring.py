@@ -8,6 +8,7 @@ the same (walk, seed) gives the same task, byte for byte.
 
 from __future__ import annotations
 
+import copy
 import random
 from typing import Any
 
@@ -54,6 +55,7 @@ class AuthorContext:
     self.env, self.rng = env, rng
     self.patches: list[Patch] = []
     self.calls: list[ToolCall] = []
+    self.outputs: list[Any] = []  # what each probe call returned
     self.scratch: dict[str, Any] = {}  # facets' notes for the rest of this task (used topics)
     self._s0_now = {n: s.state.now.isoformat() for n, s in env.services.items()}
 
@@ -91,7 +93,8 @@ class AuthorContext:
     if not out["ok"]:
       raise AuthoringError("probe_error", f"{service}.{tool}: {out['error']['message']}")
     self.calls.append(ToolCall(service=service, tool=tool, arguments=arguments))
-    return out["data"]
+    self.outputs.append(out["data"])
+    return copy.deepcopy(out["data"])  # facets may annotate what they get; keep the record
 
   def choice(self, items: list[Any] | tuple[Any, ...]) -> Any:
     if not items:
@@ -143,6 +146,7 @@ class _Writer:
     self.answer_checks: list[dict[str, Any]] = []
     self.patterns: list[str] = []  # kinds of cross-service dependency, e.g. "must_not:person.email"
     self.facets: list[str] = []  # which facets realised them
+    self.segments: list[dict[str, Any]] = []  # where each independent chain starts
 
   def criterion(self, text: str, check: dict[str, Any], kind: str = "positive") -> None:
     self.criteria.append(
@@ -151,6 +155,14 @@ class _Writer:
 
   def say(self, sentence: str) -> None:
     self.clauses.append(_cap(sentence.strip()))
+
+  def segment(self) -> None:
+    """Starts an independent chain: a fresh read that needs nothing said before it."""
+    self.segments.append({"clause": len(self.clauses), "call": len(self.ctx.calls), "pin": False})
+
+  def pin(self) -> None:
+    """The current chain keeps its place relative to other pinned chains (the revisit)."""
+    self.segments[-1]["pin"] = True
 
 
 def _apply_sink(w: _Writer, sink: Sink, found: Found, target: Any = None) -> None:
@@ -162,7 +174,10 @@ def _apply_sink(w: _Writer, sink: Sink, found: Found, target: Any = None) -> Non
     targets = [Value(total, f"{total:,.2f}", total)]
     obj, shape = f"the total of {found.noun}", "aggregate"
   else:
-    targets = found.values
+    # a value listed twice would make one of its two writes redundant (the drop-a-write gate)
+    targets = list({repr(v.value): v for v in found.values}.values())
+    if sink.single and len(targets) > 1:
+      raise AuthoringError("sink_takes_one_value", f"{sink.service}.{sink.name}")
     obj = _pronoun(found.kind) if len(targets) == 1 else "each of them"
     shape = "relay" if len(targets) == 1 else "fan_out"
   for value in targets:
@@ -206,8 +221,14 @@ def _report(w: _Writer, found: Found) -> None:
   w.patterns.append(f"answer:{found.kind}")
 
 
-def _sink_for(reg: FacetRegistry, ctx: AuthorContext, service: str, kind: str) -> Sink:
-  return ctx.choice(reg.sinks.get((service, kind), []))
+def _sink_for(
+  reg: FacetRegistry, ctx: AuthorContext, service: str, kind: str, found: Found
+) -> Sink:
+  """A sink of ``service`` for ``kind`` that can take what was found (one value or several)."""
+  sinks = reg.sinks.get((service, kind), [])
+  if len(found.values) > 1:
+    sinks = [s for s in sinks if not s.single] or sinks
+  return ctx.choice(sinks)
 
 
 def _revisit(reg: FacetRegistry, service: str, name: str) -> Revisit:
@@ -269,6 +290,55 @@ def _stale_substitution(
   return None
 
 
+def _facts(data: Any) -> Any:
+  """Read output without bookkeeping timestamps (``*_at``, ``ts``), which follow the logical
+  clock and so the order of writes, not the facts a step hands on."""
+  if isinstance(data, dict):
+    return {k: _facts(v) for k, v in data.items() if not (k.endswith("_at") or k == "ts")}
+  if isinstance(data, list):
+    return [_facts(v) for v in data]
+  return data
+
+
+def _reordered_clauses(
+  w: _Writer, s0: ComposedEnv, ctx: AuthorContext
+) -> tuple[list[str], list[int]]:
+  """The instruction's sentences with its independent chains in a shuffled order.
+
+  The revisit's chains keep their relative order and the last chain stays last (it may hold
+  the final question). A new order is used only if replaying the probe's calls chain by chain
+  in that order reads exactly what the probe read, so the request stays solvable as written.
+  """
+  segs = w.segments
+  bounds = [
+    (seg, nxt["clause"] if nxt else len(w.clauses), nxt["call"] if nxt else len(ctx.calls))
+    for seg, nxt in zip(segs, [*segs[1:], None], strict=True)
+  ]
+  movable = [b for b in bounds[:-1] if not b[0]["pin"]]
+  fixed = [b for b in bounds[:-1] if b[0]["pin"]]
+  order = list(fixed)
+  for b in movable:
+    order.insert(ctx.rng.randint(0, len(order)), b)
+  order.append(bounds[-1])
+  walk_order = list(range(len(bounds)))
+  if [b[0]["call"] for b in order] == [b[0]["call"] for b in bounds]:
+    return w.clauses, walk_order
+  env = s0.fork()
+  for seg, _, end in order:
+    for i in range(seg["call"], end):
+      c = ctx.calls[i]
+      out = env.call_tool(c.service, c.tool, c.arguments)
+      if not out["ok"]:
+        return w.clauses, walk_order
+      is_read = not env.services[c.service].spec(c.tool).mutates
+      if is_read and _facts(out["data"]) != _facts(ctx.outputs[i]):
+        return w.clauses, walk_order  # a chain reads what another writes: keep the walk's order
+  clauses = [c for seg, end, _ in order for c in w.clauses[seg["clause"] : end]]
+  if clauses and clauses[0].startswith("Also "):
+    clauses[0] = _cap(clauses[0][len("Also ") :])
+  return clauses, [bounds.index(b) for b in order]
+
+
 def realize(
   walk: Walk,
   reg: FacetRegistry,
@@ -290,7 +360,10 @@ def realize(
     where = f"step {i} ({step.service})"
     if step.role == "revisit_first":
       if step.kind_in is not None:
-        _apply_sink(w, _sink_for(reg, ctx, step.service, step.kind_in), _need(found, where))
+        incoming = _need(found, where)
+        _apply_sink(w, _sink_for(reg, ctx, step.service, step.kind_in, incoming), incoming)
+      w.segment()
+      w.pin()
       rv = _revisit(reg, step.service, step.revisit)
       first, revisit_target = rv.first(ctx)
       found = _need(first, where)
@@ -298,6 +371,7 @@ def realize(
       w.patterns.append(f"revisit:{rv.kind}->{rv.kind_in}->{rv.kind_after}")
       w.facets.append(f"{rv.service}.{rv.name}")
     elif step.role == "revisit_second":
+      w.pin()
       rv = _revisit(reg, step.service, step.revisit)
       _apply_sink(w, rv.change, _need(found, where), target=revisit_target)
       found = _need(rv.second(ctx, revisit_target), where)
@@ -307,6 +381,7 @@ def realize(
       if not last:
         w.say(f"After that, get {found.noun}.")
     elif step.kind_in is None:
+      w.segment()
       src = ctx.choice(reg.sources.get((step.service, step.kind_out or ""), []))
       found = _need(src.fn(ctx), where)
       w.say(f"{ctx.choice(_FIND)} {found.noun}.")
@@ -330,9 +405,10 @@ def realize(
         w.patterns.append(f"lookup:{lk.kind_in}->{lk.kind}")
         w.facets.append(f"{lk.service}.{lk.name}")
       else:
-        _apply_sink(w, _sink_for(reg, ctx, step.service, step.kind_in), incoming)
+        _apply_sink(w, _sink_for(reg, ctx, step.service, step.kind_in, incoming), incoming)
         found = None
         if not last:
+          w.segment()
           src = ctx.choice(reg.sources.get((step.service, step.kind_out or ""), []))
           found = _need(src.fn(ctx), where)
           w.say(f"Also {ctx.choice(_FIND).lower()} {found.noun}.")
@@ -349,14 +425,13 @@ def realize(
   if not w.criteria:
     raise AuthoringError("no_criteria")
   domains = sorted({env.services[s].domain for s in walk.services})
-  instruction = " ".join(
-    part for part in (ctx.choice(_OPENERS), *w.clauses, ctx.choice(_CLOSERS)) if part
-  )
-  s0 = ComposedEnv(
-    {n: s for n, s in base.services.items()}, task_services=walk.services, seed=env.seed
-  )
+  s0 = ComposedEnv(dict(base.services), task_services=walk.services, seed=env.seed)
   for patch in ctx.patches:
     apply_patch(s0, patch)
+  clauses, chain_order = _reordered_clauses(w, s0, ctx)
+  instruction = " ".join(
+    part for part in (ctx.choice(_OPENERS), *clauses, ctx.choice(_CLOSERS)) if part
+  )
   task = Task(
     id=task_id,
     instruction=instruction,
@@ -381,6 +456,9 @@ def realize(
       "domains": domains,
       "business_functions": business_functions(domains),
       "stale_substitution": substitution,
+      # the instruction's independent chains, in the order it states them (walk order = sorted)
+      "chain_order": chain_order,
+      "pinned_chains": [i for i, seg in enumerate(w.segments) if seg["pin"]],
     },
   )
   return task

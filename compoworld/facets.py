@@ -91,6 +91,7 @@ class Sink:
   phrase: Callable[[AuthorContext, Any, str], str]
   text: Callable[[AuthorContext, Any, Value], str]
   aggregates: bool = False  # takes one total of several numeric values
+  single: bool = False  # sets one field: takes exactly one value, never a fan-out
 
 
 @dataclasses.dataclass(frozen=True)

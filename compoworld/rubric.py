@@ -225,10 +225,12 @@ def _records(env: ComposedEnv, service: str, collection: str) -> list[dict]:
 _JSON_ROWS: dict[tuple[type, str], list[dict]] = {}
 
 
-def _matching(env: ComposedEnv, check: ExistsCheck | CountCheck) -> int:
-  return sum(
-    all(_field_passes(r, c.field, c.cmp, c.value, c.tolerance) for c in check.where)
+def _matches(env: ComposedEnv, check: ExistsCheck | CountCheck):
+  """The records of the check's collection that meet every condition (lazily)."""
+  return (
+    r
     for r in _records(env, check.service, check.collection)
+    if all(_field_passes(r, c.field, c.cmp, c.value, c.tolerance) for c in check.where)
   )
 
 
@@ -246,10 +248,10 @@ def evaluate(check: Any, env: ComposedEnv, final_answer: str | None = None) -> b
       to_jsonable_python(record), check.field, check.cmp, check.value, check.tolerance
     )
   if isinstance(check, ExistsCheck):
-    found = _matching(env, check) > 0
+    found = next(_matches(env, check), None) is not None
     return found if check.op == "exists" else not found
   if isinstance(check, CountCheck):
-    return compare(_matching(env, check), check.cmp, check.value)
+    return compare(sum(1 for _ in _matches(env, check)), check.cmp, check.value)
   if isinstance(check, AnswerCheck):
     if final_answer is None:
       return False

@@ -154,7 +154,14 @@ def gate_failures(task: Task) -> list[str]:
   s0_env = task.make_env()  # materialised once; every replay below runs on a fork of it
   if any(task.verify(s0_env, None).criteria):
     reasons.append("criterion_true_at_s0")
-  env, outputs = task.replay(s0_env.fork())
+  writes = task.write_indices(s0_env)
+  # One pass over the probe, keeping a fork of the state just before each write, so that
+  # dropping write i replays only the calls after it.
+  env, outputs, before = s0_env.fork(), [], {}
+  for i, c in enumerate(task.reference_solution):
+    if i in writes:
+      before[i] = env.fork()
+    outputs.append(env.call_tool(c.service, c.tool, c.arguments))
   bad = [i for i, o in enumerate(outputs) if not o["ok"]]
   if bad:
     reasons.append(f"probe_error_at_call_{bad[0]}")
@@ -162,9 +169,8 @@ def gate_failures(task: Task) -> list[str]:
     reasons.append("reference_not_accepted")
   if task.goal_hash and env.state_hash() != task.goal_hash:
     reasons.append("goal_hash_mismatch")
-  for i in task.write_indices(s0_env):
-    calls = task.reference_solution[:i] + task.reference_solution[i + 1 :]
-    dropped, _ = task.replay(s0_env.fork(), calls=calls)
+  for i in writes:
+    dropped, _ = task.replay(before[i], calls=task.reference_solution[i + 1 :])
     if task.verify(dropped, task.reference_answer).success:
       reasons.append(f"write_{i}_not_needed")
   stale = task.meta.get("stale_substitution")

@@ -100,3 +100,14 @@ def test_the_stale_gate_fails_a_task_whose_revisit_does_not_matter(batch):
     fresh = task.reference_solution[stale["call"]].arguments[stale["argument"]]
     stale["stale_value"] = fresh  # "stale" equal to fresh: the gate must notice
   assert "stale_value_accepted" in gate_failures(task)
+
+
+def test_instructions_vary_the_order_of_independent_chains(batch):
+  tasks, _ = batch
+  shuffled = 0
+  for task in tasks:
+    order, pinned = task.meta["chain_order"], task.meta["pinned_chains"]
+    assert sorted(order) == list(range(len(order))) and order[-1] == len(order) - 1
+    assert [i for i in order if i in pinned] == sorted(pinned)  # the revisit keeps its order
+    shuffled += order != sorted(order)
+  assert shuffled >= len(tasks) // 4
