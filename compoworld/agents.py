@@ -13,6 +13,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import openai
+
+from compoworld.llm import make_client, message_to_dict
 from compoworld.tasks import Task
 
 AGENTS: dict[str, Callable[..., Agent]] = {}
@@ -28,10 +31,9 @@ def register_agent(name: str):
 
 
 def make_agent(name: str, **kwargs: Any) -> Agent:
-  try:
-    return AGENTS[name](**kwargs)
-  except KeyError:
-    raise KeyError(f"no agent named {name!r}; agents: {', '.join(sorted(AGENTS))}") from None
+  if name not in AGENTS:
+    raise KeyError(f"no agent named {name!r}; agents: {', '.join(sorted(AGENTS))}")
+  return AGENTS[name](**kwargs)
 
 
 class Agent(abc.ABC):
@@ -104,3 +106,47 @@ class OracleAgent(Agent):
     content, name, arguments = self._steps[self._i]
     self._i += 1
     return tool_call_message(content, name, arguments, call_id=f"call_{self._i}")
+
+
+class AgentError(RuntimeError):
+  """The agent could not reply (endpoint unreachable after retries, empty answer)."""
+
+
+@register_agent("openai")
+class OpenAIAgent(Agent):
+  """Function calling with the four meta-tools on any OpenAI-compatible endpoint.
+
+  The paper's trajectories came from DeepSeek-V4-Flash this way. ``client_kwargs`` pass through
+  to ``compoworld.llm.make_client`` (``http_client``, ``timeout``, ``max_retries``).
+  """
+
+  def __init__(
+    self,
+    model: str,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    temperature: float = 0.0,
+    max_tokens: int | None = None,
+    **client_kwargs: Any,
+  ):
+    if not model:
+      raise ValueError("OpenAIAgent needs a model name")
+    self.model, self.temperature, self.max_tokens = model, temperature, max_tokens
+    self.client = make_client(base_url=base_url, api_key=api_key, **client_kwargs)
+
+  def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    request: dict[str, Any] = {
+      "model": self.model,
+      "messages": messages,
+      "tools": tools,
+      "temperature": self.temperature,
+    }
+    if self.max_tokens is not None:
+      request["max_tokens"] = self.max_tokens
+    try:
+      response = self.client.chat.completions.create(**request)
+    except openai.OpenAIError as err:
+      raise AgentError(f"{self.model}: {err}") from err
+    if not response.choices:
+      raise AgentError(f"{self.model}: the endpoint answered with no choices")
+    return message_to_dict(response.choices[0].message)

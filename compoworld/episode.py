@@ -47,7 +47,7 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, dict | None]:
 
 
 def run_episode(
-  agent: Agent, task: Task, env: ComposedEnv | None = None, max_turns: int = 64
+  agent: Agent, task: Task, env: ComposedEnv | None = None, max_turns: int = 128
 ) -> tuple[Trajectory, ComposedEnv]:
   """Plays ``agent`` on ``task`` from s0 (or ``env``) and verifies the final state."""
   env = env if env is not None else task.make_env()

@@ -1,0 +1,205 @@
+"""Trajectory collection: the OpenAI agent on recorded answers, the v = 1 filter, shards, the
+script."""
+
+import json
+import subprocess
+import sys
+
+import httpx2
+import pytest
+
+from compoworld.agents import AGENTS, AgentError, OpenAIAgent, OracleAgent
+from compoworld.env import META_TOOLS
+from compoworld.episode import run_episode
+from compoworld.generate import generate_tasks
+from compoworld.tasks import save_tasks
+from compoworld.trajectories import collect_trajectories, load_trajectories, tool_steps
+
+
+@pytest.fixture(scope="module")
+def tasks():
+  tasks, _ = generate_tasks(4, seed=0, progress=False, k=2, min_walk=3, max_walk=3)
+  assert len(tasks) == 4
+  return tasks
+
+
+def completion(message: dict) -> dict:
+  return {
+    "id": "rec",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "recorded",
+    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+  }
+
+
+class Recorded:
+  """A fake endpoint: answers requests in order and keeps what it was sent."""
+
+  def __init__(self, answers):
+    self.answers, self.requests = list(answers), []
+
+  def __call__(self, request):
+    self.requests.append(json.loads(request.content))
+    return httpx2.Response(200, json=completion(self.answers.pop(0)))
+
+
+def recorded_agent(handler, **kwargs):
+  return OpenAIAgent(
+    model="recorded-model",
+    base_url="http://recorded.test/v1",
+    api_key="k",
+    http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+    **kwargs,
+  )
+
+
+def oracle_replies(task):
+  """What a model that solves ``task`` answers: the oracle's assistant messages."""
+  traj, _ = run_episode(OracleAgent(), task)
+  assert traj.result.success
+  return [m for m in traj.messages if m["role"] == "assistant"]
+
+
+def test_openai_agent_solves_a_task_with_recorded_answers(tasks):
+  task = tasks[0]
+  replies = oracle_replies(task)
+  recorded = Recorded(replies)
+  traj, _ = run_episode(recorded_agent(recorded, temperature=0.3), task)
+  assert traj.result.success and traj.agent == "openai"
+  assert traj.final_answer == replies[-1]["content"]
+  assert len(recorded.requests) == len(replies) == traj.turns
+  first, last = recorded.requests[0], recorded.requests[-1]
+  assert first["model"] == "recorded-model" and first["temperature"] == 0.3
+  assert first["tools"] == META_TOOLS
+  assert [m["role"] for m in first["messages"]] == ["system", "user"]
+  # the endpoint saw every earlier call and the envelope it returned
+  assert last["messages"] == traj.messages[:-1]
+  assert json.loads(last["messages"][-1]["content"])["ok"]
+
+
+def test_openai_agent_errors_are_agent_errors():
+  agent = recorded_agent(
+    lambda request: httpx2.Response(503, json={"error": "down"}), max_retries=0
+  )
+  with pytest.raises(AgentError, match="recorded-model"):
+    agent.act([{"role": "user", "content": "hi"}], META_TOOLS)
+  with pytest.raises(ValueError, match="model name"):
+    OpenAIAgent(model="")
+
+
+class QuitsOnOddTasks(OracleAgent):
+  """The oracle, except that on odd task indices it answers at once (and fails the rubric)."""
+
+  def reset(self, task):
+    super().reset(task)
+    if int(task.id[-1]) % 2:
+      self._steps = []
+
+
+def test_only_successful_trajectories_are_kept(tasks, tmp_path, monkeypatch):
+  monkeypatch.setitem(AGENTS, "quitter", QuitsOnOddTasks)
+  summary = collect_trajectories(tasks, tmp_path, agent="quitter", workers=2, progress=False)
+  everything = load_trajectories(tmp_path / "trajectories.jsonl")
+  kept = load_trajectories(tmp_path / "sft.jsonl")
+  assert [r["task_id"] for r in everything] == [t.id for t in tasks]
+  assert [r["task_id"] for r in kept] == [tasks[0].id, tasks[2].id]
+  assert all(r["success"] and r["result"]["success"] and r["score"] == 1.0 for r in kept)
+  failed = [r for r in everything if not r["success"]]
+  assert len(failed) == 2 and all(r["turns"] == 1 and r["score"] < 1.0 for r in failed)
+  assert summary["kept"] == 2 and summary["rejected"] == 2 and summary["tasks"] == 4
+  assert summary["rejected_reasons"] == {"verification_failed": 2}
+  assert summary["success_rate"] == 0.5
+
+
+def test_records_carry_calls_and_envelopes(tasks, tmp_path):
+  collect_trajectories(tasks[:1], tmp_path, progress=False)
+  (record,) = load_trajectories(tmp_path / "trajectories.jsonl")
+  assert record["agent"] == "oracle" and record["model"] is None
+  assert len(record["calls"]) == record["tool_calls"] == record["turns"] - 1
+  first, last = record["calls"][0], record["calls"][-1]
+  assert first["name"] == "list_services" and first["arguments"] == {}
+  assert first["envelope"]["ok"] and isinstance(first["envelope"]["data"], list)
+  assert last["name"] == "call_tool" and last["arguments"] == {
+    "service": tasks[0].reference_solution[-1].service,
+    "tool": tasks[0].reference_solution[-1].tool,
+    "arguments": tasks[0].reference_solution[-1].arguments,
+  }
+
+
+def test_tool_steps_pair_calls_with_results_in_order():
+  calls = [
+    {"id": "x", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}},
+    {"id": "x", "type": "function", "function": {"name": "g", "arguments": "{bad"}},
+  ]  # a reused id: pairing is by position
+  messages = [
+    {"role": "user", "content": "u"},
+    {"role": "assistant", "content": "", "tool_calls": calls},
+    {"role": "tool", "tool_call_id": "x", "content": '{"ok": true, "status": 200, "data": 1}'},
+    {"role": "tool", "tool_call_id": "x", "content": '{"ok": false, "status": 400}'},
+  ]
+  assert tool_steps(messages) == [
+    {"id": "x", "name": "f", "arguments": {"a": 1}, "envelope": json.loads(messages[2]["content"])},
+    {"id": "x", "name": "g", "arguments": "{bad", "envelope": json.loads(messages[3]["content"])},
+  ]
+
+
+def test_agent_errors_are_counted_not_raised(tasks, tmp_path):
+  kwargs = {
+    "model": "down",
+    "base_url": "http://recorded.test/v1",
+    "api_key": "k",
+    "max_retries": 0,
+    "http_client": httpx2.Client(
+      transport=httpx2.MockTransport(lambda r: httpx2.Response(500, json={}))
+    ),
+  }
+  summary = collect_trajectories(
+    tasks[:2], tmp_path, agent="openai", agent_kwargs=kwargs, progress=False
+  )
+  assert summary["trajectories"] == 0 and summary["kept"] == 0
+  assert summary["rejected_reasons"] == {"agent_error": 2}
+  assert sorted(summary["agent_errors"]) == [tasks[0].id, tasks[1].id]
+  assert (tmp_path / "sft.jsonl").read_text() == ""
+
+
+def test_shards_partition_the_tasks(tasks, tmp_path):
+  ids = []
+  for shard in range(3):
+    summary = collect_trajectories(
+      tasks, tmp_path / str(shard), shard_index=shard, num_shards=3, progress=False
+    )
+    ids += [r["task_id"] for r in load_trajectories(tmp_path / str(shard) / "trajectories.jsonl")]
+    assert summary["tasks"] == len(tasks[shard::3])
+  assert sorted(ids) == sorted(t.id for t in tasks)
+  with pytest.raises(ValueError, match="shard_index 3"):
+    collect_trajectories(tasks, tmp_path, shard_index=3, num_shards=3)
+  with pytest.raises(KeyError, match="no agent named 'nobody'"):
+    collect_trajectories(tasks, tmp_path, agent="nobody")
+
+
+def test_collect_trajectories_script(tasks, tmp_path):
+  save_tasks(tasks[:2], tmp_path / "tasks.jsonl")
+  out = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "experiments.collect_trajectories",
+      f"--tasks={tmp_path / 'tasks.jsonl'}",
+      "--agent=oracle",
+      f"--workdir={tmp_path / 'run'}",
+    ],
+    capture_output=True,
+    text=True,
+    check=True,
+  )
+  summary = json.loads(out.stdout.strip().splitlines()[-1])
+  assert summary["kept"] == 2 and summary["rejected"] == 0
+  assert json.loads((tmp_path / "run" / "summary.json").read_text()) == summary
+  assert len(load_trajectories(tmp_path / "run" / "sft.jsonl")) == 2
+
+
+def test_episodes_cut_by_max_turns_are_rejected(tasks, tmp_path):
+  summary = collect_trajectories(tasks[:2], tmp_path, max_turns=3, progress=False)
+  assert summary["rejected_reasons"] == {"no_final_answer": 2} and summary["kept"] == 0
+  assert all(r["turns"] == 3 for r in load_trajectories(tmp_path / "trajectories.jsonl"))
