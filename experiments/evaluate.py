@@ -1,0 +1,46 @@
+"""Evaluates an agent on a task file.
+
+``python -m experiments.evaluate --agent=oracle|openai:MODEL|checkpoint:DIR --tasks=FILE
+--workdir=DIR [--k=1] [--workers=1] [--base_url=URL] [--max_turns=128]`` writes
+``DIR/results.jsonl`` (per task: every sample's trajectory and verdict), ``DIR/results.md``
+(the tables), PNG plots and ``DIR/summary.json`` (pass rate, rubric score, pass^k, breakdowns,
+and the split when the file came from ``experiments.split_tasks``). ``openai:`` reads its key
+from ``$OPENAI_API_KEY`` and its endpoint from ``--base_url`` or ``$OPENAI_BASE_URL``.
+"""
+
+from absl import app, flags
+
+from compoworld.evaluation import MAX_TURNS, run_evaluation
+from experiments.common import write_summary
+
+_AGENT = flags.DEFINE_string("agent", "oracle", "oracle, openai:MODEL or checkpoint:DIR.")
+_TASKS = flags.DEFINE_string("tasks", None, "tasks.jsonl to evaluate on.", required=True)
+_WORKDIR = flags.DEFINE_string("workdir", "runs/eval", "Where the results go.")
+_K = flags.DEFINE_integer("k", 1, "Samples per task, each from its own fork of s0.")
+_WORKERS = flags.DEFINE_integer("workers", 1, "Tasks played at once (processes).")
+_BASE_URL = flags.DEFINE_string(
+  "base_url", None, "OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)."
+)
+_TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "Sampling temperature for openai:MODEL.")
+_MAX_TURNS = flags.DEFINE_integer(
+  "max_turns", MAX_TURNS, "Assistant turns before an episode is cut."
+)
+
+
+def main(argv):
+  del argv
+  summary = run_evaluation(
+    _TASKS.value,
+    _WORKDIR.value,
+    _AGENT.value,
+    k=_K.value,
+    workers=_WORKERS.value,
+    max_turns=_MAX_TURNS.value,
+    base_url=_BASE_URL.value,
+    temperature=_TEMPERATURE.value,
+  )
+  write_summary(_WORKDIR.value, summary)
+
+
+if __name__ == "__main__":
+  app.run(main)
