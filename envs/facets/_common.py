@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import re
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from compoworld.authoring import AuthorContext, AuthoringError
+from compoworld.facets import Value
+from envs._world import Person, world
 
 CODENAMES = (
   "Falcon", "Juniper", "Atlas", "Cobalt", "Nimbus", "Orchid", "Granite", "Harbor", "Lumen",
@@ -29,7 +32,20 @@ def topic(ctx: AuthorContext) -> str:
   raise AuthoringError("topics_exhausted")
 
 
+def fresh_number(
+  ctx: AuthorContext, template: str, span: tuple[int, int], used: set, reason: str, tries: int = 50
+) -> str:
+  """``template`` with a random number from ``span`` in it ("SO-{}"), one no record in ``used``
+  carries yet; refused as ``reason`` when ``tries`` draws find none."""
+  for _ in range(tries):
+    number = template.format(ctx.rng.randint(*span))
+    if number not in used:
+      return number
+  raise AuthoringError(reason)
+
+
 def iso(dt: datetime) -> str:
+  """A time as records hold it: ISO 8601, to the second."""
   return dt.replace(microsecond=0).isoformat()
 
 
@@ -45,9 +61,139 @@ def since(ctx: AuthorContext, service: str, field: str) -> dict[str, Any]:
   return {"field": field, "cmp": "ge", "value": ctx.since(service)}
 
 
-def colleague(ctx: AuthorContext):
-  """Someone at the user's company other than the user."""
-  from envs._world import world
+# --- people ------------------------------------------------------------------------------------
 
+
+def user(ctx: AuthorContext) -> Person:
+  """The user the agent works for (the world's first person)."""
+  return world(ctx.env.seed).people[0]
+
+
+def user_email(ctx: AuthorContext) -> str:
+  """The user's email address."""
+  return user(ctx).email
+
+
+def colleague(ctx: AuthorContext) -> Person:
+  """Someone at the user's company other than the user."""
+  return ctx.choice(world(ctx.env.seed).people[2:])
+
+
+def employee(ctx: AuthorContext, email: Any) -> Person | None:
+  """The employee whose address is exactly ``email`` (callers lower-case it first), or None for
+  anyone else (a customer's or a vendor's contact) and for what is no address at all."""
+  return world(ctx.env.seed).person(email) if isinstance(email, str) else None
+
+
+def name_of(ctx: AuthorContext, email: str) -> str:
+  """A person's full name: the world's name for them, else one read off the address."""
   w = world(ctx.env.seed)
-  return ctx.choice(w.people[2:])
+  contacts = [c for org in w.customers for c in org.contacts] + [v.contact for v in w.vendors]
+  known = {p.email: p.name for p in [*w.people, *contacts]}
+  local = email.split("@")[0].replace("_", ".").replace("-", ".")
+  return known.get(email) or " ".join(part.capitalize() for part in local.split(".") if part)
+
+
+def in_use(ctx: AuthorContext, service: str) -> set[str]:
+  """The records (employees) this task's ``service`` facets set up or change: never picked
+  twice, so a scenario edit never lands on a record an earlier step of the probe already wrote."""
+  return ctx.scratch.setdefault(f"{service}_busy", set())
+
+
+# --- time --------------------------------------------------------------------------------------
+
+
+def s0_now(ctx: AuthorContext, service: str) -> datetime:
+  """s0's time: scenario records are dated before it even when earlier steps of the walk
+  have already advanced the live clock (the records are put into s0, not made later)."""
+  return datetime.fromisoformat(ctx.since(service))
+
+
+def today(ctx: AuthorContext, service: str) -> date:
+  """The service's logical date now (it moves on as the walk's writes advance its clock)."""
+  return ctx.state(service).now.date()
+
+
+def time_label(value: Any) -> str:
+  """An ISO 8601 time as an instruction writes it: "2025-03-04 14:00"."""
+  return str(value).replace("T", " ")[:16]
+
+
+def day_label(day: date | str) -> str:
+  """A date as a person says it: "Tuesday, March 4"."""
+  day = date.fromisoformat(day) if isinstance(day, str) else day
+  return f"{day:%A}, {day:%B} {day.day}"
+
+
+def day_of(value: Value) -> date:
+  """The date a handed-on value names (ISO 8601); refused as ``not_a_date`` otherwise."""
+  try:
+    return date.fromisoformat(str(value.value))
+  except ValueError as err:
+    raise AuthoringError("not_a_date", str(value.value)) from err
+
+
+def future_time(ctx: AuthorContext, service: str, value: Value, reason: str) -> datetime:
+  """The time a handed-on value names, as a write can schedule it: naive ISO 8601 and after
+  the service's logical now. Refused as ``not_a_datetime``, or as ``reason`` when it carries a
+  time zone or is not ahead."""
+  try:
+    when = datetime.fromisoformat(str(value.value))
+  except ValueError as err:
+    raise AuthoringError("not_a_datetime", str(value.value)) from err
+  if when.tzinfo is not None or when <= ctx.state(service).now:
+    raise AuthoringError(reason, str(value.value))
+  return when
+
+
+# --- amounts and quantities --------------------------------------------------------------------
+
+
+def money_label(amount: float, currency: str) -> str:
+  """An amount as instructions and answers write it, its currency last ("1,250.00 EUR", and
+  "150,000 JPY": the yen has no cents), so that ``currency_of`` can read the currency back."""
+  return f"{amount:,.0f} {currency}" if currency == "JPY" else f"{amount:,.2f} {currency}"
+
+
+def money(amount: float, currency: str) -> Value:
+  """A money value to hand on: the amount, its label, and its numeric reading."""
+  return Value(amount, money_label(amount, currency), float(amount))
+
+
+def home_money(ctx: AuthorContext, amount: float) -> Value:
+  """A money value in the company's own currency (the books' and the payroll's)."""
+  return money(amount, world(ctx.env.seed).currency)
+
+
+def currency_of(value: Value) -> str | None:
+  """The currency a money value was read in, when its label names one last ("1,250.00 EUR")."""
+  code = value.label.rsplit(" ", 1)[-1]
+  return code if re.fullmatch(r"[A-Z]{3}", code) else None
+
+
+def amount_of(value: Value) -> float:
+  """The number a handed-on amount stands for: its numeric reading, else the value itself;
+  refused as ``not_an_amount`` when that is no number."""
+  raw = value.number if value.number is not None else value.value
+  try:
+    return float(raw)
+  except (TypeError, ValueError) as err:
+    raise AuthoringError("not_an_amount", str(value.value)) from err
+
+
+def amount_is(field: str, value: float) -> dict[str, Any]:
+  """A rubric condition: ``field`` holds the amount ``value``, to the cent."""
+  return {"field": field, "cmp": "approx", "value": value, "tolerance": 0.005}
+
+
+def units(value: Value, most: int = 100_000, reason: str = "not_a_quantity") -> int:
+  """A whole number of units, 1 to ``most``, from a handed-on quantity (a sum may arrive as
+  12.0). Refused as ``not_a_quantity`` when it is no number, and as ``reason`` when it is no
+  whole number in that range."""
+  try:
+    number = float(value.number if value.number is not None else value.value)
+  except (TypeError, ValueError) as err:
+    raise AuthoringError("not_a_quantity", str(value.value)) from err
+  if not number.is_integer() or not 1 <= number <= most:
+    raise AuthoringError(reason, str(value.value))
+  return int(number)

@@ -9,7 +9,7 @@ from compoworld.authoring import AuthorContext
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
 from envs._world import world
-from envs.facets._common import future_slot, iso, topic
+from envs.facets._common import future_slot, iso, time_label, topic, user_email
 
 S = "calendar"
 
@@ -59,7 +59,7 @@ def organizer(ctx: AuthorContext) -> Found:
 @facets.source(S, "person.email")
 def accepted_attendees(ctx: AuthorContext) -> Found:
   event = _find(ctx, _scenario_event(ctx))
-  me = world(ctx.env.seed).people[0].email
+  me = user_email(ctx)
   going = [a["id"] for a in event["attendees"] if a["response"] == "accepted" and a["id"] != me]
   declined = [a["id"] for a in event["attendees"] if a["response"] == "declined"]
   return Found(
@@ -77,7 +77,7 @@ def meeting_start(ctx: AuthorContext) -> Found:
   return Found(
     "datetime",
     f'the start time of the "{event["title"]}" meeting',
-    [Value(event["start"], event["start"].replace("T", " ")[:16])],
+    [Value(event["start"], time_label(event["start"]))],
     context={"date": event["start"][:10]},
   )
 

@@ -3,13 +3,23 @@ repricing and opening deals as sinks; the reprice-a-deal revisit (its amount goe
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 
 from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
 from envs._world import world
-from envs.facets._common import iso, topic
+from envs.facets._common import (
+  amount_of,
+  day_of,
+  employee,
+  future_time,
+  iso,
+  time_label,
+  today,
+  topic,
+  user_email,
+)
 
 S = "crm"
 
@@ -203,7 +213,7 @@ def task_due(ctx: AuthorContext) -> Found:
   return Found(
     "datetime",
     f'when the "{subject}" task on the "{deal["name"]}" deal is due',
-    [Value(task["due"], task["due"].replace("T", " ")[:16])],
+    [Value(task["due"], time_label(task["due"]))],
     context={"date": task["due"][:10]},
   )
 
@@ -250,54 +260,22 @@ def open_pipeline(ctx: AuthorContext, found: Found) -> Found | None:
 # --- sinks -----------------------------------------------------------------------------------
 
 
-def _once(target: dict) -> None:
-  """Sinks that set one field take one value: a fan-out would overwrite itself."""
-  if target.get("_acted"):
-    raise AuthoringError("sink_takes_one_value")
-  target["_acted"] = True
-
-
-def _amount(value: Value) -> float:
-  try:
-    amount = float(value.number if value.number is not None else value.value)
-  except (TypeError, ValueError) as err:
-    raise AuthoringError("not_an_amount", str(value.value)) from err
+def _deal_amount(value: Value) -> float:
+  amount = amount_of(value)
   if amount < 0:
     raise AuthoringError("negative_amount", str(value.value))
   return round(amount, 2)
 
 
-def _when(ctx: AuthorContext, value: Value) -> datetime:
-  """An incoming time the CRM can plan for: naive ISO 8601, in the future."""
-  try:
-    when = datetime.fromisoformat(str(value.value))
-  except ValueError as err:
-    raise AuthoringError("not_a_datetime", str(value.value)) from err
-  if when.tzinfo is not None or when <= ctx.state(S).now:
-    raise AuthoringError("time_not_plannable", str(value.value))
-  return when
-
-
-def _day(ctx: AuthorContext, value: Value) -> date:
-  try:
-    day = date.fromisoformat(str(value.value))
-  except ValueError as err:
-    raise AuthoringError("not_a_date", str(value.value)) from err
-  if day < ctx.state(S).now.date():
-    raise AuthoringError("date_in_past", str(value.value))
-  return day
-
-
 def _my_deal(ctx: AuthorContext) -> dict:
   """An open deal the user owns, so handing it to anyone else is a change."""
-  _, deal = _scenario_deal(ctx, owner=world(ctx.env.seed).people[0].email)
+  _, deal = _scenario_deal(ctx, owner=user_email(ctx))
   return deal
 
 
 def _hand_over(ctx: AuthorContext, deal: dict, value: Value) -> None:
-  _once(deal)
   email = str(value.value).lower()
-  if world(ctx.env.seed).person(email) is None:
+  if employee(ctx, email) is None:
     raise AuthoringError("owner_not_employee", email)  # deal owners are colleagues
   if email == deal["owner"]:
     raise AuthoringError("owner_unchanged", email)
@@ -314,6 +292,7 @@ facets.add_sink(
     check=lambda ctx, d, v: record_is(S, "deals", d["id"], "owner", str(v.value).lower()),
     phrase=lambda ctx, d, obj: f'reassign my "{d["name"]}" deal in the CRM to {obj}',
     text=lambda ctx, d, v: f'{v.label} owns the "{d["name"]}" deal.',
+    single=True,
   )
 )
 
@@ -335,7 +314,7 @@ facets.add_sink(
       kind="task",
       subject=t["subject"],
       deal_id=t["id"],
-      due=iso(_when(ctx, v)),
+      due=iso(future_time(ctx, S, v, "time_not_plannable")),
     ),
     check=lambda ctx, t, v: exists(
       S,
@@ -384,15 +363,14 @@ facets.add_sink(
 
 
 def _reprice(ctx: AuthorContext, deal: dict, value: Value) -> None:
-  _once(deal)
-  amount = _amount(value)
+  amount = _deal_amount(value)
   if amount == deal["amount"]:
     raise AuthoringError("amount_unchanged", str(amount))
   ctx.call(S, "update_deal", deal_id=deal["id"], amount=amount)
 
 
 def _amount_check(ctx: AuthorContext, deal: dict, value: Value) -> dict:
-  return record_is(S, "deals", deal["id"], "amount", _amount(value), "approx")
+  return record_is(S, "deals", deal["id"], "amount", _deal_amount(value), "approx")
 
 
 def _open_deal(ctx: AuthorContext) -> dict:
@@ -411,13 +389,15 @@ for aggregates in (False, True):
       phrase=lambda ctx, d, obj: f'update the amount of the "{d["name"]}" deal to {obj}',
       text=lambda ctx, d, v: f'The "{d["name"]}" deal is worth {v.label}.',
       aggregates=aggregates,
+      single=not aggregates,
     )
   )
 
 
 def _move_close(ctx: AuthorContext, deal: dict, value: Value) -> None:
-  _once(deal)
-  day = _day(ctx, value)
+  day = day_of(value)
+  if day < today(ctx, S):
+    raise AuthoringError("date_in_past", str(value.value))
   if day.isoformat() == deal["close_date"]:
     raise AuthoringError("close_date_unchanged", day.isoformat())
   ctx.call(S, "update_deal", deal_id=deal["id"], close_date=day.isoformat())
@@ -433,6 +413,7 @@ facets.add_sink(
     check=lambda ctx, d, v: record_is(S, "deals", d["id"], "close_date", str(v.value)),
     phrase=lambda ctx, d, obj: f'move the expected close date of the "{d["name"]}" deal to {obj}',
     text=lambda ctx, d, v: f'The "{d["name"]}" deal is expected to close on {v.label}.',
+    single=True,
   )
 )
 
@@ -532,6 +513,7 @@ facets.add_revisit(
       ),
       phrase=lambda ctx, d, obj: f'update the amount of the "{d["name"]}" deal to {obj}',
       text=lambda ctx, d, v: f'The "{d["name"]}" deal is worth {v.label}, in the same stage.',
+      single=True,
     ),
     second=_amount_second,
   )

@@ -11,14 +11,10 @@ from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
 from envs._world import world
 from envs.drive import DOC, PDF, SHEET, _link_url
-from envs.facets._common import colleague, iso, topic
+from envs.facets._common import amount_of, colleague, iso, topic, user_email
 
 S = "drive"
 BUDGET_LINES = ("Venue", "Catering", "Travel", "Swag", "Speakers", "Printing", "AV rental")
-
-
-def _me(ctx: AuthorContext) -> str:
-  return world(ctx.env.seed).people[0].email
 
 
 def _folder(ctx: AuthorContext, name: str) -> str:
@@ -89,10 +85,6 @@ def _num(x: float) -> str:
   return f"{x:.2f}".rstrip("0").rstrip(".")
 
 
-def _money(v: Value) -> float:
-  return float(v.number if v.number is not None else v.value)
-
-
 # --- sources ---------------------------------------------------------------------------------
 
 
@@ -105,7 +97,7 @@ def brief_share_link(ctx: AuthorContext) -> Found:
     f"{about} brief",
     f"{about}: goals, owners and timeline for the next quarter.",
     "Projects",
-    _me(ctx),
+    user_email(ctx),
     DOC,
   )
   _put_link(ctx, file)
@@ -150,7 +142,7 @@ def file_editors(ctx: AuthorContext) -> Found:
     f"{about} working draft",
     f"Working draft for {about}.",
     "Projects",
-    _me(ctx),
+    user_email(ctx),
     DOC,
   )
   for p, role in zip(people, roles, strict=True):
@@ -171,7 +163,7 @@ def _put_budget(ctx: AuthorContext, name: str, lines: int = 4) -> dict:
   amounts = [ctx.rng.randint(8, 90) * 50 + ctx.choice((0.0, 0.0, 0.5, 0.25)) for _ in items]
   rows = ["item,amount", *[f"{i},{_num(a)}" for i, a in zip(items, amounts, strict=True)]]
   # The trailing newline ends every line, so a rubric can name one whole line.
-  return _put_file(ctx, name, "\n".join(rows) + "\n", "Projects", _me(ctx), SHEET)
+  return _put_file(ctx, name, "\n".join(rows) + "\n", "Projects", user_email(ctx), SHEET)
 
 
 def _sheet_rows(content: str) -> list[tuple[str, float]]:
@@ -274,7 +266,7 @@ def _my_doc(ctx: AuthorContext) -> dict:
     name,
     f"Proposal outline for {name}.",
     "Projects",
-    _me(ctx),
+    user_email(ctx),
     DOC,
   )
   return _find(ctx, name)
@@ -337,13 +329,13 @@ for aggregates in (False, True):
       "write_total_in_new_doc" if aggregates else "write_amount_in_new_doc",
       prepare=lambda ctx: {"name": f"{topic(ctx)} figures"},
       act=lambda ctx, t, v: ctx.call(
-        S, "create_file", name=t["name"], content=f"Amount: {_num(_money(v))}"
+        S, "create_file", name=t["name"], content=f"Amount: {_num(amount_of(v))}"
       ),
       check=lambda ctx, t, v: exists(
         S,
         "files",
         where("name", t["name"]),
-        {"field": "content", "cmp": "approx", "value": _money(v), "tolerance": 0.01},
+        {"field": "content", "cmp": "approx", "value": amount_of(v), "tolerance": 0.01},
       ),
       phrase=lambda ctx, t, obj: f'write {obj} in a new Drive document called "{t["name"]}"',
       text=lambda ctx, t, v: f'The Drive document "{t["name"]}" states {v.label}.',
@@ -370,18 +362,17 @@ def _budget_first(ctx: AuthorContext) -> tuple[Found, dict]:
 
 
 def _set_line(ctx: AuthorContext, t: dict, v: Value) -> None:
-  if t.setdefault("done", False):
-    raise AuthoringError("sink_takes_one_value", "a sheet line holds one amount")
-  t["done"] = True
-  if _money(v) == t["old"]:
+  if amount_of(v) == t["old"]:
     raise AuthoringError("same_amount", str(v.value))
   content = ctx.call(S, "read_file_content", file_id=t["id"])["content"]
-  new = content.replace(f"\n{t['line']},{_num(t['old'])}\n", f"\n{t['line']},{_num(_money(v))}\n")
+  new = content.replace(
+    f"\n{t['line']},{_num(t['old'])}\n", f"\n{t['line']},{_num(amount_of(v))}\n"
+  )
   ctx.call(S, "update_file_content", file_id=t["id"], content=new)
 
 
 def _line_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
-  amount = _money(v)
+  amount = amount_of(v)
   cells = {_num(amount), f"{amount:.2f}"}
   return all_of(
     {
@@ -423,6 +414,7 @@ facets.add_revisit(
       check=_line_check,
       phrase=lambda ctx, t, obj: f'set the {t["line"]} line of the "{t["name"]}" sheet to {obj}',
       text=lambda ctx, t, v: f'The {t["line"]} line of "{t["name"]}" reads {v.label}.',
+      single=True,  # a sheet line holds one amount
     ),
     second=_budget_second,
   )

@@ -10,7 +10,7 @@ from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
 from envs._world import world
-from envs.facets._common import iso, topic
+from envs.facets._common import future_time, iso, time_label, topic
 
 S = "email_marketing"
 
@@ -22,10 +22,6 @@ def _audience(ctx: AuthorContext, name: str) -> dict:
 
 def _audience_id(ctx: AuthorContext, name: str) -> str:
   return next(a.id for a in ctx.state(S).audiences if a.name == name)
-
-
-def _when_label(value: str) -> str:
-  return value.replace("T", " ")[:16]
 
 
 def _put_campaign(
@@ -119,7 +115,7 @@ def campaign_send_time(ctx: AuthorContext) -> Found:
   return Found(
     "datetime",
     f'when the "{campaign["name"]}" email campaign is scheduled to go out',
-    [Value(campaign["send_at"], _when_label(campaign["send_at"]))],
+    [Value(campaign["send_at"], time_label(campaign["send_at"]))],
     context={"date": campaign["send_at"][:10]},
   )
 
@@ -196,24 +192,6 @@ def customer_subscribers(ctx: AuthorContext, found: Found) -> Found | None:
 # --- sinks -----------------------------------------------------------------------------------
 
 
-def _once(target: dict) -> None:
-  """Sinks that set one field take one value: a fan-out would overwrite itself."""
-  if target.get("_acted"):
-    raise AuthoringError("sink_takes_one_value")
-  target["_acted"] = True
-
-
-def _send_time(ctx: AuthorContext, value: Value) -> str:
-  """An incoming time a campaign can be scheduled for: naive ISO 8601, in the future."""
-  try:
-    when = datetime.fromisoformat(str(value.value))
-  except ValueError as err:
-    raise AuthoringError("not_a_datetime", str(value.value)) from err
-  if when.tzinfo is not None or when <= ctx.state(S).now:
-    raise AuthoringError("time_not_schedulable", str(value.value))
-  return iso(when)
-
-
 def _beta_list(ctx: AuthorContext) -> dict:
   audience = _audience(ctx, "Product updates")
   tag = f"{topic(ctx).split()[0].lower()}-beta"
@@ -258,8 +236,7 @@ def _draft_campaign(ctx: AuthorContext) -> dict:
 
 
 def _schedule(ctx: AuthorContext, campaign: dict, value: Value) -> None:
-  _once(campaign)
-  when = _send_time(ctx, value)
+  when = iso(future_time(ctx, S, value, "time_not_schedulable"))
   if when == campaign.get("send_at"):
     raise AuthoringError("send_time_unchanged", when)
   ctx.call(S, "schedule_campaign", campaign_id=campaign["id"], send_at=when)
@@ -285,6 +262,7 @@ facets.add_sink(
       f'schedule the draft "{c["name"]}" email campaign to go out at {obj}'
     ),
     text=lambda ctx, c, v: f'"{c["name"]}" is scheduled to go out at {v.label}.',
+    single=True,
   )
 )
 
@@ -373,7 +351,7 @@ def _time_first(ctx: AuthorContext) -> tuple[Found, dict]:
   found = Found(
     "datetime",
     f'when the "{campaign["name"]}" email campaign is scheduled to go out',
-    [Value(campaign["send_at"], _when_label(campaign["send_at"]))],
+    [Value(campaign["send_at"], time_label(campaign["send_at"]))],
     context={"date": campaign["send_at"][:10]},
   )
   return found, campaign
@@ -385,10 +363,10 @@ def _time_second(ctx: AuthorContext, campaign: dict) -> Found:
   return Found(
     "datetime",
     f'the new send time of the "{campaign["name"]}" campaign',
-    [Value(now["send_at"], _when_label(now["send_at"]))],
+    [Value(now["send_at"], time_label(now["send_at"]))],
     stale=campaign["send_at"],  # the time the first read saw
     context={"date": now["send_at"][:10]},
-    answer=f'"{campaign["name"]}" now goes out at {_when_label(now["send_at"])}.',
+    answer=f'"{campaign["name"]}" now goes out at {time_label(now["send_at"])}.',
   )
 
 
@@ -411,6 +389,7 @@ facets.add_revisit(
         f'move the "{c["name"]}" email campaign to go out at {obj} instead'
       ),
       text=lambda ctx, c, v: f'"{c["name"]}" now goes out at {v.label}.',
+      single=True,
     ),
     second=_time_second,
   )

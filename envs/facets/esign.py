@@ -11,23 +11,10 @@ from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
 from envs._world import world
-from envs.facets._common import iso, topic
+from envs.facets._common import amount_of, iso, name_of, topic, user_email
 
 S = "esign"
 LINE = re.compile(r"^(\d+) x (.+) \((\S+)\) at (\w+) ([\d,]+\.\d\d) = \w+ ([\d,]+\.\d\d)$")
-
-
-def _me(ctx: AuthorContext) -> str:
-  return world(ctx.env.seed).people[0].email
-
-
-def _name_of(ctx: AuthorContext, email: str) -> str:
-  """A signer's full name: the world's name for them, else one read off the address."""
-  w = world(ctx.env.seed)
-  contacts = [c for org in w.customers for c in org.contacts] + [v.contact for v in w.vendors]
-  known = {p.email: p.name for p in [*w.people, *contacts]}
-  local = email.split("@")[0].replace("_", ".").replace("-", ".")
-  return known.get(email) or " ".join(part.capitalize() for part in local.split(".") if part)
 
 
 def _head(ctx: AuthorContext, department: str):
@@ -56,7 +43,7 @@ def _put_envelope(
     "id": ctx.fresh_id("env"),
     "title": title,
     "document": document,
-    "sender": _me(ctx),
+    "sender": user_email(ctx),
     "message": "Please review and sign.",
     "status": status,
     "signers": signers,
@@ -114,7 +101,7 @@ def _lines(document: str) -> list[re.Match]:
   return [m for m in map(LINE.match, document.splitlines()) if m]
 
 
-def _amount(text: str) -> float:
+def _figure(text: str) -> float:
   return float(text.replace(",", ""))
 
 
@@ -217,7 +204,7 @@ def order_sku(ctx: AuthorContext) -> Found:
 def order_total(ctx: AuthorContext) -> Found:
   title, lines = _order_lines(ctx, 1)
   m = lines[0]
-  total = _amount(m.group(6))
+  total = _figure(m.group(6))
   return Found(
     "money",
     f'the order total on the "{title}" envelope',
@@ -279,7 +266,7 @@ def renewal_signer(ctx: AuthorContext, found: Found) -> Found:
 def renewal_total(ctx: AuthorContext, found: Found) -> Found:
   env = _renewal(ctx, str(found.values[0].value))
   m = _lines(env["document"])[0]
-  total = _amount(m.group(6))
+  total = _figure(m.group(6))
   return Found(
     "money",
     "the order total of that company's renewal order form",
@@ -300,7 +287,7 @@ def _draft(ctx: AuthorContext) -> dict:
 
 def _add_signer(ctx: AuthorContext, env: dict, v: Value) -> None:
   email = str(v.value).lower()
-  ctx.call(S, "add_signer", envelope_id=env["id"], email=email, name=_name_of(ctx, email))
+  ctx.call(S, "add_signer", envelope_id=env["id"], email=email, name=name_of(ctx, email))
 
 
 facets.add_sink(
@@ -332,7 +319,7 @@ def _send_nda(ctx: AuthorContext, t: dict, v: Value) -> None:
   email = str(v.value).lower()
   if any(r["default_email"] == email for r in t["template"]["roles"]):
     raise AuthoringError("signer_is_template_default", email)
-  signer = {"role": "Counterparty", "email": email, "name": _name_of(ctx, email)}
+  signer = {"role": "Counterparty", "email": email, "name": name_of(ctx, email)}
   env = ctx.call(
     S,
     "create_envelope_from_template",
@@ -374,9 +361,6 @@ def _to_void(ctx: AuthorContext) -> dict:
 
 
 def _void(ctx: AuthorContext, env: dict, v: Value) -> None:
-  if env.setdefault("done", False):
-    raise AuthoringError("sink_takes_one_value", "an envelope is voided for one reason")
-  env["done"] = True
   ctx.call(S, "void_envelope", envelope_id=env["id"], reason=str(v.value))
 
 
@@ -393,6 +377,7 @@ facets.add_sink(
     ),
     phrase=lambda ctx, e, obj: f'void the "{e["title"]}" envelope, giving {obj} as the reason',
     text=lambda ctx, e, v: f'"{e["title"]}" is voided with the reason "{v.label}".',
+    single=True,  # an envelope is voided for one reason
   )
 )
 
@@ -403,7 +388,7 @@ def _approval_target(ctx: AuthorContext) -> dict:
 
 
 def _send_approval(ctx: AuthorContext, t: dict, v: Value) -> None:
-  amount = float(v.number if v.number is not None else v.value)
+  amount = amount_of(v)
   env = ctx.call(
     S,
     "create_envelope",
@@ -415,7 +400,7 @@ def _send_approval(ctx: AuthorContext, t: dict, v: Value) -> None:
 
 
 def _approval_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
-  amount = float(v.number if v.number is not None else v.value)
+  amount = amount_of(v)
   return exists(
     S,
     "envelopes",
@@ -463,9 +448,6 @@ def _customer_first(ctx: AuthorContext) -> tuple[Found, dict]:
 
 
 def _replace(ctx: AuthorContext, t: dict, v: Value) -> None:
-  if t.setdefault("done", False):
-    raise AuthoringError("sink_takes_one_value", "a draft has one customer signer")
-  t["done"] = True
   email = str(v.value).lower()
   env = ctx.call(S, "get_envelope", envelope_id=t["id"])
   if any(s["id"] == email for s in env["signers"]):
@@ -476,7 +458,7 @@ def _replace(ctx: AuthorContext, t: dict, v: Value) -> None:
     "add_signer",
     envelope_id=t["id"],
     email=email,
-    name=_name_of(ctx, email),
+    name=name_of(ctx, email),
     routing_order=1,
     role="Customer",
   )
@@ -519,6 +501,7 @@ facets.add_revisit(
         f'make {obj} the customer signer of the "{t["title"]}" draft instead, still signing first'
       ),
       text=lambda ctx, t, v: f'{v.label} replaced the previous customer signer of "{t["title"]}".',
+      single=True,  # a draft has one customer signer
     ),
     second=_customer_second,
   )

@@ -4,8 +4,7 @@ expense is added as the revisit."""
 
 from __future__ import annotations
 
-import re
-from datetime import date, datetime, time, timedelta
+from datetime import datetime, time, timedelta
 from typing import Any
 
 from compoworld.authoring import AuthorContext, AuthoringError
@@ -13,26 +12,19 @@ from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import exists, where
 from envs._world import world
 from envs.expenses import POLICIES, RECEIPT_OVER
-from envs.facets._common import colleague, iso, topic
+from envs.facets._common import (
+  amount_is,
+  colleague,
+  currency_of,
+  home_money,
+  iso,
+  today,
+  topic,
+  user,
+  user_email,
+)
 
 S = "expenses"
-
-
-def _me(ctx: AuthorContext):
-  return world(ctx.env.seed).people[0]
-
-
-def _money(ctx: AuthorContext, amount: float) -> Value:
-  return Value(amount, f"{amount:,.2f} {world(ctx.env.seed).currency}", amount)
-
-
-def _amount(field: str, value: float) -> dict[str, Any]:
-  """A rubric condition on an amount, to the cent."""
-  return {"field": field, "cmp": "approx", "value": value, "tolerance": 0.005}
-
-
-def _today(ctx: AuthorContext) -> date:
-  return ctx.state(S).now.date()
 
 
 def _scenario_report(
@@ -42,7 +34,7 @@ def _scenario_report(
   into s0 and returns it."""
   rng, member = ctx.rng, ctx.state(S).members.get(person.email)
   rid, city = ctx.fresh_id("rpt"), ctx.choice(world(ctx.env.seed).venues).city
-  start = _today(ctx) - timedelta(days=rng.randint(8, 25))
+  start = today(ctx, S) - timedelta(days=rng.randint(8, 25))
   total = 0.0
   for k, (cat, limit, _desc, merchants, low, high) in enumerate(rng.sample(POLICIES, items), 1):
     amount = round(rng.uniform(low, min(high, limit)), 2)
@@ -110,7 +102,7 @@ def report_total(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f'the total of {who.name}\'s "{report["title"]}" expense report',
-    [_money(ctx, report["total"])],
+    [home_money(ctx, report["total"])],
     context={"currency": report["currency"]},
   )
 
@@ -123,7 +115,7 @@ def item_amounts(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f'the amounts of the {count} expenses on {who.name}\'s "{report["title"]}" report',
-    [_money(ctx, i["amount"]) for i in report["items"]],
+    [home_money(ctx, i["amount"]) for i in report["items"]],
     context={"currency": report["currency"]},
   )
 
@@ -206,7 +198,7 @@ def their_report_total(ctx: AuthorContext, found: Found) -> Found | None:
   return Found(
     "money",
     f'the total of their "{title}" expense report',
-    [_money(ctx, report["total"])],
+    [home_money(ctx, report["total"])],
     context={"currency": report["currency"]},
   )
 
@@ -214,26 +206,15 @@ def their_report_total(ctx: AuthorContext, found: Found) -> Found | None:
 # --- sinks -------------------------------------------------------------------------------
 
 
-def _once(t: dict, v: Value, single: bool = False) -> None:
-  """Each value is written once (a repeated one would make a write redundant); a ``single``
-  sink takes one value only."""
-  seen = t.setdefault("seen", [])
-  if single and seen:
-    raise AuthoringError("sink_takes_one_value")
-  if v.value in seen:
-    raise AuthoringError("repeated_value", str(v.value))
-  seen.append(v.value)
-
-
 def _my_draft(ctx: AuthorContext, items: int = 0) -> dict:
   """A draft report of the user's, found the way the agent would, and what to log on it."""
-  me, title = _me(ctx), topic(ctx)
+  me, title = user(ctx), topic(ctx)
   _scenario_report(ctx, me, title, "draft", items)
   report = _find(ctx, title, employee=me.email, status="draft")
   # A category the draft has no expense in yet, so the new expense is told apart.
   used = {i["category"] for i in report["items"]}
   cat, _limit, _desc, merchants, *_ = ctx.choice([p for p in POLICIES if p[0] not in used])
-  day = _today(ctx) - timedelta(days=ctx.rng.randint(0, 3))
+  day = today(ctx, S) - timedelta(days=ctx.rng.randint(0, 3))
   return {
     "report": report,
     "title": title,
@@ -244,9 +225,8 @@ def _my_draft(ctx: AuthorContext, items: int = 0) -> dict:
 
 
 def _log(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t, v)
-  amount, code = float(v.value), v.label.rsplit(" ", 1)[-1]
-  if re.fullmatch(r"[A-Z]{3}", code) and code != t["report"]["currency"]:
+  amount, code = float(v.value), currency_of(v)
+  if code not in (None, t["report"]["currency"]):
     # The report takes its own currency only: the agent would have to convert, unasked.
     raise AuthoringError("currency_mismatch", code)
   if not 0.01 <= amount <= 100000 or round(amount, 2) != amount:
@@ -268,7 +248,7 @@ def _log_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
     "expenses",
     where("report_id", t["report"]["id"]),
     where("merchant", t["merchant"]),
-    _amount("amount", float(v.value)),
+    amount_is("amount", float(v.value)),
   )
 
 
@@ -297,7 +277,6 @@ for _name, _aggregates, _what in (
 
 
 def _open_report(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t, v)
   if str(v.value).lower() not in ctx.state(S).members:
     raise AuthoringError("not_an_employee", str(v.value))
   ctx.call(S, "create_report", employee=v.value, title=t["title"])
@@ -324,7 +303,6 @@ facets.add_sink(
 
 
 def _titled(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t, v)
   if not str(v.value).strip():
     raise AuthoringError("empty_title")
   ctx.call(S, "create_report", employee=t["me"], title=str(v.value))
@@ -335,7 +313,7 @@ facets.add_sink(
     S,
     "title",
     "report_titled",
-    prepare=lambda ctx: {"me": _me(ctx).email},
+    prepare=lambda ctx: {"me": user_email(ctx)},
     act=_titled,
     check=lambda ctx, t, v: exists(
       S,
@@ -360,7 +338,6 @@ def _receipt_target(ctx: AuthorContext) -> dict:
 
 
 def _attach(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t, v, single=True)
   if not str(v.value).startswith(("https://", "http://")):
     raise AuthoringError("receipt_not_a_web_link", str(v.value))
   ctx.call(
@@ -387,13 +364,14 @@ facets.add_sink(
       "expenses",
       where("report_id", t["report"]["id"]),
       where("receipt_url", v.value),
-      _amount("amount", t["amount"]),
+      amount_is("amount", t["amount"]),
     ),
     phrase=lambda ctx, t, obj: (
       f"add the {t['amount']:,.2f} {t['category']} expense from {t['merchant']} dated "
       f'{t["date"]} to my draft "{t["title"]}" expense report, with {obj} as its receipt'
     ),
     text=lambda ctx, t, v: f'The {t["merchant"]} expense on "{t["title"]}" has receipt {v.label}.',
+    single=True,
   )
 )
 
@@ -406,7 +384,7 @@ def _total_first(ctx: AuthorContext) -> tuple[Found, dict]:
   found = Found(
     "money",
     f'the current total of my draft "{t["title"]}" expense report',
-    [_money(ctx, t["report"]["total"])],
+    [home_money(ctx, t["report"]["total"])],
     context={"currency": t["report"]["currency"]},
   )
   return found, t
@@ -417,7 +395,7 @@ def _total_second(ctx: AuthorContext, t: dict) -> Found:
   return Found(
     "money",
     f'the new total of the "{t["title"]}" expense report',
-    [_money(ctx, report["total"])],
+    [home_money(ctx, report["total"])],
     stale=t["report"]["total"],
     context={"currency": report["currency"]},
   )

@@ -4,31 +4,19 @@ before and after a deposit as the revisit."""
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
-from typing import Any
 
 from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import exists, where
 from envs._world import world
-from envs.facets._common import iso, topic
+from envs.facets._common import amount_is, currency_of, iso, money, topic
 
 S = "fx"
 
 #: Wallets the facets pay into (JPY takes no cents, so most amounts would not fit it).
 CENT_WALLETS = ("USD", "EUR", "GBP", "CAD")
 PAIRS = (("EUR", "USD"), ("GBP", "USD"), ("USD", "JPY"), ("USD", "CAD"), ("EUR", "GBP"))
-
-
-def _money(amount: float, code: str) -> Value:
-  label = f"{amount:,.0f} {code}" if code == "JPY" else f"{amount:,.2f} {code}"
-  return Value(amount, label, amount)
-
-
-def _amount(field: str, value: float) -> dict[str, Any]:
-  """A rubric condition on an amount, to the cent."""
-  return {"field": field, "cmp": "approx", "value": value, "tolerance": 0.005}
 
 
 def _wallet(ctx: AuthorContext, code: str) -> dict:
@@ -76,7 +64,7 @@ def wallet_balance(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f"the current balance of our {code} wallet",
-    [_money(wallet["balance"], code)],
+    [money(wallet["balance"], code)],
     context={"currency": code},
   )
 
@@ -91,7 +79,7 @@ def customer_deposit(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f"the amount {cust} paid into our {code} wallet for {name}",
-    [_money(deposit["amount"], code)],
+    [money(deposit["amount"], code)],
     context={"currency": code},
   )
 
@@ -108,7 +96,7 @@ def instalments(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f'the amounts of the {count} "{name}" instalments {cust} paid into our {code} wallet',
-    [_money(t["amount"], code) for t in found],
+    [money(t["amount"], code) for t in found],
     context={"currency": code},
   )
 
@@ -153,7 +141,7 @@ def converted(ctx: AuthorContext, found: Found) -> Found | None:
   return Found(
     "money",
     f"{what} converted from {frm} to {to} at today's rate",
-    [_money(a, to) for a in out],
+    [money(a, to) for a in out],
     context={"currency": to},
   )
 
@@ -161,27 +149,10 @@ def converted(ctx: AuthorContext, found: Found) -> Found | None:
 # --- sinks -------------------------------------------------------------------------------
 
 
-def _once(t: dict, v: Value, single: bool = False) -> None:
-  """Each value is written once (a repeated one would make a write redundant); a ``single``
-  sink takes one value only."""
-  seen = t.setdefault("seen", [])
-  if single and seen:
-    raise AuthoringError("sink_takes_one_value")
-  if v.value in seen:
-    raise AuthoringError("repeated_value", str(v.value))
-  seen.append(v.value)
-
-
-def _currency_of(v: Value) -> str | None:
-  """The currency a money value was read in, when its label names one ("1,250.00 EUR")."""
-  code = v.label.rsplit(" ", 1)[-1]
-  return code if re.fullmatch(r"[A-Z]{3}", code) else None
-
-
 def _wallet_for(ctx: AuthorContext, t: dict, v: Value, key: str = "wallet") -> dict:
   """The wallet in the amount's currency (any cent wallet if it names none), chosen when the
   amount is known and found as the agent would; a second amount must be in the same one."""
-  code = _currency_of(v)
+  code = currency_of(v)
   if key not in t:
     held = {w.currency for w in ctx.state(S).wallets}
     if code is not None and code not in held:
@@ -207,7 +178,6 @@ def _known(t: dict, key: str, field: str) -> list[dict]:
 
 
 def _deposit(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t, v)
   wallet = _wallet_for(ctx, t, v)
   amount = _check_amount(ctx, v, wallet["currency"])
   ctx.call(S, "deposit", wallet_id=wallet["id"], amount=amount, reference=t["reference"])
@@ -225,7 +195,7 @@ def _deposit_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
     where("kind", "deposit"),
     *_known(t, "wallet", "to_wallet_id"),
     where("reference", t["reference"]),
-    _amount("amount", float(v.value)),
+    amount_is("amount", float(v.value)),
     where("at", ctx.since(S), "ge"),
   )
 
@@ -254,8 +224,7 @@ for _name, _aggregates, _what in (
 
 def _transfer(ctx: AuthorContext, t: dict, v: Value) -> None:
   """Funds another wallet from the one the amount is in (USD if the amount names none)."""
-  _once(t, v)
-  if "source" not in t and _currency_of(v) is None:
+  if "source" not in t and currency_of(v) is None:
     t["source"] = _wallet(ctx, "USD")
   source = _wallet_for(ctx, t, v, "source")
   if "target" not in t:
@@ -287,7 +256,7 @@ facets.add_sink(
       *_known(t, "source", "from_wallet_id"),
       *_known(t, "target", "to_wallet_id"),
       where("reference", t["reference"]),
-      _amount("amount", float(v.value)),
+      amount_is("amount", float(v.value)),
       where("at", ctx.since(S), "ge"),
     ),
     phrase=lambda ctx, t, obj: (
@@ -312,7 +281,6 @@ def _receipt_target(ctx: AuthorContext) -> dict:
 
 
 def _deposit_under(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t, v, single=True)
   if not str(v.value).strip():
     raise AuthoringError("empty_reference")
   ctx.call(S, "deposit", wallet_id=t["wallet"]["id"], amount=t["amount"], reference=str(v.value))
@@ -331,7 +299,7 @@ facets.add_sink(
       where("kind", "deposit"),
       where("to_wallet_id", t["wallet"]["id"]),
       where("reference", str(v.value)),
-      _amount("amount", t["amount"]),
+      amount_is("amount", t["amount"]),
       where("at", ctx.since(S), "ge"),
     ),
     phrase=lambda ctx, t, obj: (
@@ -339,6 +307,7 @@ facets.add_sink(
       f"into our {t['code']} wallet, with {obj} as its reference"
     ),
     text=lambda ctx, t, v: f"The {t['customer']} payment is deposited under {v.label}.",
+    single=True,
   )
 )
 
@@ -353,7 +322,7 @@ def _balance_first(ctx: AuthorContext) -> tuple[Found, dict]:
   found = Found(
     "money",
     f"the current balance of our {code} wallet",
-    [_money(wallet["balance"], code)],
+    [money(wallet["balance"], code)],
     context={"currency": code},
   )
   return found, t
@@ -364,7 +333,7 @@ def _balance_second(ctx: AuthorContext, t: dict) -> Found:
   return Found(
     "money",
     f"the new balance of our {t['code']} wallet",
-    [_money(wallet["balance"], t["code"])],
+    [money(wallet["balance"], t["code"])],
     stale=t["wallet"]["balance"],
     context={"currency": t["code"]},
   )

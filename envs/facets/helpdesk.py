@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from compoworld.authoring import AuthorContext, AuthoringError
+from compoworld.authoring import AuthorContext
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
-from envs._world import world
-from envs.facets._common import iso, topic
+from envs.facets._common import iso, time_label, topic, user_email
 from envs.helpdesk import SLA_HOURS
 
 S = "helpdesk"
@@ -25,14 +24,12 @@ ISSUES = (
 )
 
 
-def _me(ctx: AuthorContext) -> str:
-  return world(ctx.env.seed).people[0].email
-
-
 def _helpers(ctx: AuthorContext, n: int) -> list:
   """``n`` distinct active agents other than the user (the desk always has at least two)."""
   state = ctx.state(S)
-  agents = sorted((a for a in state.agents if a.active and a.id != _me(ctx)), key=lambda a: a.id)
+  agents = sorted(
+    (a for a in state.agents if a.active and a.id != user_email(ctx)), key=lambda a: a.id
+  )
   return ctx.rng.sample(agents, n)
 
 
@@ -170,7 +167,7 @@ def sla_deadline(ctx: AuthorContext) -> Found:
   return Found(
     "datetime",
     f'the SLA resolution deadline of the "{ticket["subject"]}" ticket',
-    [Value(due, due.replace("T", " ")[:16])],
+    [Value(due, time_label(due))],
     context={"date": due[:10]},
   )
 
@@ -408,15 +405,7 @@ def _assignee_first(ctx: AuthorContext) -> tuple[Found, dict]:
   return found, ticket
 
 
-def _once(target: dict) -> None:
-  """A change of one ticket field cannot take several values."""
-  if target.get("acted"):
-    raise AuthoringError("sink_takes_one_value")
-  target["acted"] = True
-
-
 def _hand_over(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t)
   ctx.call(S, "add_comment", ticket_id=t["id"], body=f"Handover: {v.value}", public=False)
   ctx.call(S, "update_ticket", ticket_id=t["id"], assignee=t["successor"]["email"])
 
@@ -458,6 +447,7 @@ for kind in ("text", "url"):
           f'"{t["subject"]}" is assigned to {t["successor"]["name"]} with a handover note '
           f"holding {v.label}."
         ),
+        single=True,
       ),
       second=_assignee_second,
     )
@@ -470,14 +460,13 @@ def _deadline_first(ctx: AuthorContext) -> tuple[Found, dict]:
   found = Found(
     "datetime",
     f'the SLA resolution deadline of the "{ticket["subject"]}" ticket',
-    [Value(due, due.replace("T", " ")[:16])],
+    [Value(due, time_label(due))],
     context={"date": due[:10]},
   )
   return found, ticket
 
 
 def _escalate(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t)
   ctx.call(S, "add_comment", ticket_id=t["id"], body=f"Escalating: {v.value}", public=False)
   ctx.call(S, "update_ticket", ticket_id=t["id"], priority="urgent")
 
@@ -488,7 +477,7 @@ def _deadline_second(ctx: AuthorContext, t: dict) -> Found:
   return Found(
     "datetime",
     f'the new SLA resolution deadline of the "{t["subject"]}" ticket',
-    [Value(due, due.replace("T", " ")[:16])],
+    [Value(due, time_label(due))],
     stale=t["sla_due_at"],
     context={"date": due[:10]},
   )
@@ -518,6 +507,7 @@ facets.add_revisit(
       text=lambda ctx, t, v: (
         f'"{t["subject"]}" is urgent, with an internal note holding {v.label}.'
       ),
+      single=True,
     ),
     second=_deadline_second,
   )

@@ -5,26 +5,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import date, timedelta
+from datetime import timedelta
 
 from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
-from envs._world import DEPARTMENTS, TITLES, world
-from envs.facets._common import iso
+from envs._world import DEPARTMENTS, TITLES
+from envs.facets._common import day_of, in_use, iso, user_email
 from envs.hris import LEAVE_NOTES, Employee
 
 S = "hris"
-
-
-def _busy(ctx: AuthorContext) -> set[str]:
-  """Employees this task's HRIS facets set up or change: never picked twice, so a scenario
-  edit never lands on a record an earlier step of the probe already wrote."""
-  return ctx.scratch.setdefault("hris_busy", set())
-
-
-def _me(ctx: AuthorContext) -> str:
-  return world(ctx.env.seed).people[0].email
 
 
 def _is_manager(ctx: AuthorContext, emp: Employee) -> bool:
@@ -38,14 +28,14 @@ def _pick(
   ctx: AuthorContext, ok: Callable[[Employee], bool] = lambda e: True, reserve: bool = True
 ) -> Employee:
   """An active employee other than the user and the CEO whom nobody reports to."""
-  busy = _busy(ctx)
+  busy = in_use(ctx, S)
   options = sorted(
     (
       e
       for e in ctx.state(S).employees
       if e.status == "active"
       and e.manager_id is not None
-      and e.email != _me(ctx)
+      and e.email != user_email(ctx)
       and e.id not in busy
       and e.updated_at.isoformat() < ctx.since(S)
       and not _is_manager(ctx, e)
@@ -71,13 +61,6 @@ def _by_email(ctx: AuthorContext, email: object) -> Employee | None:
   return next((e for e in ctx.state(S).employees if e.email == address), None)
 
 
-def _once(target: dict) -> None:
-  """This write takes one value: a fan-out of several would overwrite itself."""
-  if target.get("done"):
-    raise AuthoringError("single_value_sink")
-  target["done"] = True
-
-
 def _since(ctx: AuthorContext):
   return where("recorded_at", ctx.since(S), "ge")
 
@@ -88,7 +71,7 @@ def _since(ctx: AuthorContext):
 @facets.source(S, "person.email")
 def department_head(ctx: AuthorContext) -> Found:
   depts = ctx.call(S, "list_departments")
-  dept = ctx.choice([d for d in depts if d["head_email"] and d["head_email"] != _me(ctx)])
+  dept = ctx.choice([d for d in depts if d["head_email"] and d["head_email"] != user_email(ctx)])
   return Found(
     "person.email",
     f"the email address of the head of the {dept['name']} department",
@@ -111,10 +94,10 @@ def manager_of(ctx: AuthorContext) -> Found:
 def team_by_title(ctx: AuthorContext) -> Found:
   """Everyone with one job title in a department; whoever is on leave is to be left out (one
   of them is put on leave when nobody is)."""
-  state, busy = ctx.state(S), _busy(ctx)
+  state, busy = ctx.state(S), in_use(ctx, S)
   groups: dict[tuple[str, str], list[Employee]] = defaultdict(list)
   for e in sorted(state.employees, key=lambda e: e.id):
-    if e.status != "terminated" and e.manager_id is not None and e.email != _me(ctx):
+    if e.status != "terminated" and e.manager_id is not None and e.email != user_email(ctx):
       groups[(e.department, e.title)].append(e)
   options = [
     key
@@ -285,7 +268,6 @@ def _role_change_target(ctx: AuthorContext) -> dict:
 
 
 def _change_role(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t)
   ctx.call(
     S,
     "update_job",
@@ -316,6 +298,7 @@ facets.add_sink(
       f"record {t['name']}'s move to the {t['title']} role in the HR directory, effective {obj}"
     ),
     text=lambda ctx, t, v: f"{t['name']} moves to the {t['title']} role effective {v.label}.",
+    single=True,
   )
 )
 
@@ -326,11 +309,7 @@ def _resignation_target(ctx: AuthorContext) -> dict:
 
 
 def _terminate(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t)
-  try:
-    day = date.fromisoformat(str(v.value))
-  except ValueError as err:
-    raise AuthoringError("not_a_date", str(v.value)) from err
+  day = day_of(v)
   if day.isoformat() < t["hired"]:
     raise AuthoringError("before_hire_date", str(v.value))
   ctx.call(
@@ -361,6 +340,7 @@ facets.add_sink(
       f"process {t['name']}'s resignation in the HR directory with {obj} as their last working day"
     ),
     text=lambda ctx, t, v: f"{t['name']} is terminated with last day {v.label}.",
+    single=True,
   )
 )
 
@@ -389,7 +369,6 @@ def _manager_first(ctx: AuthorContext) -> tuple[Found, dict]:
 
 
 def _transfer(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t)
   ctx.call(
     S, "transfer_department", employee_id=t["id"], department=t["to"], effective_date=str(v.value)
   )
@@ -437,6 +416,7 @@ facets.add_revisit(
         "reporting to that department's head"
       ),
       text=lambda ctx, t, v: f"{t['name']} is transferred to {t['to']} effective {v.label}.",
+      single=True,
     ),
     second=_manager_second,
   )

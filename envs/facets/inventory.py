@@ -4,39 +4,14 @@ quantities; receipts, reorder points and reservations as sinks; the hold-for-an-
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import exists, record_is, where
-from envs.facets._common import iso
+from envs.facets._common import fresh_number, iso, s0_now, units
 
 S = "inventory"
-
-
-def _s0_now(ctx: AuthorContext) -> datetime:
-  """s0's time: scenario records are dated before it even when earlier steps of the walk
-  have already advanced the live clock (the records are put into s0, not made later)."""
-  return datetime.fromisoformat(ctx.since(S))
-
-
-def _units(value: Value) -> int:
-  """A whole, positive number of units from a handed-on quantity (a sum may arrive as 12.0)."""
-  try:
-    number = float(value.value)
-  except (TypeError, ValueError) as err:
-    raise AuthoringError("not_a_quantity", str(value.value)) from err
-  if not number.is_integer() or not 1 <= number <= 100_000:
-    raise AuthoringError("not_a_quantity", str(value.value))
-  return int(number)
-
-
-def _once(t: dict, value: Value) -> None:
-  """Each value of a fan-out once: a repeated value would make one of two writes redundant."""
-  seen = t.setdefault("seen", [])
-  if value.value in seen:
-    raise AuthoringError("repeated_value", str(value.value))
-  seen.append(value.value)
 
 
 def _quantity(n: int) -> Value:
@@ -47,11 +22,7 @@ def _order_ref(ctx: AuthorContext) -> str:
   """A sales order number no stock record mentions yet."""
   state = ctx.state(S)
   used = {r.order_reference for r in state.reservations} | {m.reference for m in state.movements}
-  for _ in range(50):
-    ref = f"SO-{ctx.rng.randint(10000, 99999)}"
-    if ref not in used:
-      return ref
-  raise AuthoringError("no_fresh_reference")
+  return fresh_number(ctx, "SO-{}", (10000, 99999), used, "no_fresh_reference")
 
 
 def _warehouse(ctx: AuthorContext, code: str | None = None) -> dict:
@@ -73,7 +44,7 @@ def _stocked(ctx: AuthorContext, sku: str) -> dict:
 def _untouched(ctx: AuthorContext) -> list:
   """Stock levels no step of the walk has changed yet. The scenario edits only these: an edit
   is replayed before the walk's writes, so it must not build on them."""
-  s0 = _s0_now(ctx)
+  s0 = s0_now(ctx, S)
   return sorted((lv for lv in ctx.state(S).levels if lv.updated_at < s0), key=lambda lv: lv.id)
 
 
@@ -109,7 +80,7 @@ def _hold(ctx: AuthorContext, lines: int) -> str:
         "quantity": qty,
         "order_reference": ref,
         "status": "active",
-        "created_at": iso(_s0_now(ctx) - timedelta(hours=ctx.rng.randint(2, 30))),
+        "created_at": iso(s0_now(ctx, S) - timedelta(hours=ctx.rng.randint(2, 30))),
       },
     )
     ctx.update(S, "levels", lv.id, reserved=lv.reserved + qty)
@@ -202,7 +173,6 @@ def _receipt_target(ctx: AuthorContext) -> dict:
 
 def _receive(ctx: AuthorContext, t: dict, v: Value) -> None:
   _stocked(ctx, v.value)
-  _once(t, v)
   ctx.call(
     S, "receive_stock", sku=v.value, warehouse=t["wh"]["id"], quantity=t["qty"], reference=t["note"]
   )
@@ -245,7 +215,6 @@ def _reorder_target(ctx: AuthorContext) -> dict:
 
 def _set_reorder(ctx: AuthorContext, t: dict, v: Value) -> None:
   _stocked(ctx, v.value)
-  _once(t, v)
   ctx.call(S, "set_reorder_point", sku=v.value, warehouse=t["wh"]["id"], reorder_point=t["point"])
 
 
@@ -270,7 +239,6 @@ facets.add_sink(
 
 
 def _receive_against(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t, v)
   ctx.call(
     S,
     "receive_stock",
@@ -328,7 +296,7 @@ def _restock(ctx: AuthorContext, level, units_in: int) -> None:
       "reason": "receipt",
       "reference": f"PO-{ctx.rng.randint(10000, 10999)}",
       "on_hand_after": level.on_hand + units_in,
-      "at": iso(_s0_now(ctx) - timedelta(hours=ctx.rng.randint(1, 6))),
+      "at": iso(s0_now(ctx, S) - timedelta(hours=ctx.rng.randint(1, 6))),
     },
   )
   ctx.update(S, "levels", level.id, on_hand=level.on_hand + units_in)
@@ -344,8 +312,7 @@ def _hold_target(ctx: AuthorContext) -> dict:
 
 
 def _reserve(ctx: AuthorContext, t: dict, v: Value) -> None:
-  qty = _units(v)
-  _once(t, v)
+  qty = units(v)
   level = ctx.state(S).levels.find(f"{t['sku']}@{t['wh']['id']}")
   if level is None or qty > level.on_hand - level.reserved:
     raise AuthoringError("not_enough_stock", f"{qty} of {t['sku']}")

@@ -5,26 +5,16 @@ revisit."""
 from __future__ import annotations
 
 import math
-import re
 from datetime import datetime, time, timedelta
 from typing import Any
 
 from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
-from envs.facets._common import iso, topic
+from envs.facets._common import amount_is, currency_of, fresh_number, iso, money, topic
 from envs.invoicing import PRICE_LIST_RATE, InvoicingService, _totals
 
 S = "invoicing"
-
-
-def _money(amount: float, currency: str) -> str:
-  return f"{amount:,.0f} {currency}" if currency == "JPY" else f"{amount:,.2f} {currency}"
-
-
-def _amount(field: str, value: float) -> dict[str, Any]:
-  """A rubric condition on an amount, to the cent."""
-  return {"field": field, "cmp": "approx", "value": value, "tolerance": 0.005}
 
 
 def _customers(ctx: AuthorContext) -> list:
@@ -36,11 +26,7 @@ def _reference(ctx: AuthorContext) -> str:
   used = {i.reference for i in ctx.state(S).invoices}
   if "ledger" in ctx.env.services:  # one number, one invoice across the books
     used |= {e.reference for e in ctx.state("ledger").entries}
-  for _ in range(100):
-    ref = f"INV-{ctx.rng.randint(5000, 8999)}"
-    if ref not in used:
-      return ref
-  raise AuthoringError("invoice_numbers_exhausted")
+  return fresh_number(ctx, "INV-{}", (5000, 8999), used, "invoice_numbers_exhausted", tries=100)
 
 
 def _at(day, hour: int) -> str:
@@ -140,7 +126,7 @@ def _find(ctx: AuthorContext, memo: str) -> dict:
 
 
 def _due(inv: dict) -> Value:
-  return Value(inv["amount_due"], _money(inv["amount_due"], inv["currency"]), inv["amount_due"])
+  return money(inv["amount_due"], inv["currency"])
 
 
 # --- sources -----------------------------------------------------------------------------
@@ -272,7 +258,7 @@ def open_balance_of(ctx: AuthorContext, found: Found) -> Found | None:
   return Found(
     "money",
     "how much that customer still owes us on open invoices",
-    [Value(owed, _money(owed, currency), owed)],
+    [money(owed, currency)],
     context={"currency": currency},
   )
 
@@ -308,23 +294,12 @@ def invoice_total(ctx: AuthorContext, found: Found) -> Found | None:
   return Found(
     "money",
     "the total billed on that invoice",
-    [Value(inv["total"], _money(inv["total"], inv["currency"]), inv["total"])],
+    [money(inv["total"], inv["currency"])],
     context={"currency": inv["currency"]},
   )
 
 
 # --- sinks -------------------------------------------------------------------------------
-
-
-def _once(t: dict, v: Value, single: bool = False) -> None:
-  """Each value is written once (a repeated one would make a write redundant); a ``single``
-  sink takes one value only."""
-  seen = t.setdefault("seen", [])
-  if single and seen:
-    raise AuthoringError("sink_takes_one_value")
-  if v.value in seen:
-    raise AuthoringError("repeated_value", str(v.value))
-  seen.append(v.value)
 
 
 def _bill_target(ctx: AuthorContext) -> dict:
@@ -334,7 +309,6 @@ def _bill_target(ctx: AuthorContext) -> dict:
 
 
 def _bill(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t, v)
   if v.value not in ctx.state(S).products:
     raise AuthoringError("unknown_sku", str(v.value))
   ctx.call(
@@ -384,7 +358,6 @@ def _draft_target(ctx: AuthorContext) -> dict:
 
 
 def _add_units(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t, v, single=True)
   if not 0 < float(v.value) <= 100000:
     raise AuthoringError("quantity_out_of_range", str(v.value))
   ctx.call(S, "add_line_item", invoice_id=t["invoice"]["id"], sku=t["sku"], quantity=v.value)
@@ -419,6 +392,7 @@ facets.add_sink(
       f"invoice for {t['customer']}"
     ),
     text=lambda ctx, t, v: f'The "{t["memo"]}" draft bills {v.label} x {t["product"]}.',
+    single=True,
   )
 )
 
@@ -430,15 +404,9 @@ def _open_target(ctx: AuthorContext) -> dict:
   return {"id": ctx.fresh_id("inv"), "memo": topic(ctx), "kind": ctx.choice(("open", "overdue"))}
 
 
-def _currency_of(v: Value) -> str | None:
-  """The currency a money value was read in, when its label names one ("1,250.00 EUR")."""
-  code = v.label.rsplit(" ", 1)[-1]
-  return code if re.fullmatch(r"[A-Z]{3}", code) else None
-
-
 def _open_invoice(ctx: AuthorContext, t: dict, v: Value) -> str:
   """The target invoice's id, after finding it as the agent would (putting it the first time)."""
-  amount, code = float(v.value), _currency_of(v)
+  amount, code = float(v.value), currency_of(v)
   if "invoice" not in t:
     customers = [c for c in _customers(ctx) if code in (None, c.currency)]
     if not customers:
@@ -456,7 +424,6 @@ def _open_invoice(ctx: AuthorContext, t: dict, v: Value) -> str:
 
 
 def _pay(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t, v)
   invoice_id = _open_invoice(ctx, t, v)
   ctx.call(S, "record_payment", invoice_id=invoice_id, amount=float(v.value), method="wire")
 
@@ -466,7 +433,7 @@ def _payment_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
     S,
     "payments",
     where("invoice_id", t["id"]),
-    _amount("amount", float(v.value)),
+    amount_is("amount", float(v.value)),
     where("received_at", ctx.since(S), "ge"),
   )
 
@@ -493,7 +460,6 @@ for _name, _aggregates, _what in (
 
 
 def _credit(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t, v)
   invoice_id = _open_invoice(ctx, t, v)
   ctx.call(S, "issue_credit_note", invoice_id=invoice_id, amount=float(v.value), reason=t["reason"])
 
@@ -513,7 +479,7 @@ facets.add_sink(
       S,
       "credit_notes",
       where("invoice_id", t["id"]),
-      _amount("amount", float(v.value)),
+      amount_is("amount", float(v.value)),
       where("issued_at", ctx.since(S), "ge"),
     ),
     phrase=lambda ctx, t, obj: (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from compoworld.authoring import AuthorContext, AuthoringError
+from compoworld.authoring import AuthorContext
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
 from envs._world import world
@@ -245,13 +245,6 @@ facets.add_sink(
 )
 
 
-def _once(target: dict) -> None:
-  """A sink that finishes one record cannot take several values."""
-  if target.get("acted"):
-    raise AuthoringError("sink_takes_one_value")
-  target["acted"] = True
-
-
 def _append(ctx: AuthorContext, article: dict, v: Value) -> None:
   body = ctx.call(S, "get_article", article_id=article["id"])["body"]
   ctx.call(S, "update_article", article_id=article["id"], body=f"{body}\n\n{v.value}")
@@ -323,7 +316,6 @@ def _draft_first(ctx: AuthorContext) -> tuple[Found, dict]:
 
 
 def _finish(ctx: AuthorContext, article: dict, v: Value) -> None:
-  _once(article)
   _append(ctx, article, v)
   ctx.call(S, "publish_article", article_id=article["id"])
 
@@ -360,6 +352,7 @@ for kind in ("text", "url"):
         ),
         phrase=lambda ctx, a, obj: f"add {obj} at the end of that draft and publish it",
         text=lambda ctx, a, v: f'"{a["title"]}" is published and includes {v.label}.',
+        single=True,
       ),
       second=_status_second,
     )

@@ -4,7 +4,6 @@ a posting as the revisit."""
 
 from __future__ import annotations
 
-import re
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
@@ -12,7 +11,7 @@ from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import exists, where
 from envs._world import world
-from envs.facets._common import iso, topic
+from envs.facets._common import amount_is, currency_of, fresh_number, home_money, iso, today, topic
 
 S = "ledger"
 
@@ -28,24 +27,11 @@ FEES = ("6600", "Professional Fees")
 WATCHED = ("Cash", "Accounts Receivable", "Accounts Payable", "Marketing", "Travel and Meals")
 
 
-def _money(ctx: AuthorContext, amount: float) -> Value:
-  return Value(amount, f"{amount:,.2f} {world(ctx.env.seed).currency}", amount)
-
-
-def _amount(field: str, value: float) -> dict[str, Any]:
-  """A rubric condition on an amount, to the cent."""
-  return {"field": field, "cmp": "approx", "value": value, "tolerance": 0.005}
-
-
-def _today(ctx: AuthorContext) -> date:
-  return ctx.state(S).now.date()
-
-
 def _check_amount(ctx: AuthorContext, v: Value) -> float:
   """What the ledger takes as an amount: positive, in cents, in the books' currency (an amount
   read in another one would need converting first, and the task would not say so)."""
-  amount, code = float(v.value), v.label.rsplit(" ", 1)[-1]
-  if re.fullmatch(r"[A-Z]{3}", code) and code != world(ctx.env.seed).currency:
+  amount, code = float(v.value), currency_of(v)
+  if code not in (None, world(ctx.env.seed).currency):
     raise AuthoringError("currency_mismatch", code)
   if not 0.01 <= amount <= 1e9 or round(amount, 2) != amount:
     raise AuthoringError("ledger_amount_out_of_range", str(v.value))
@@ -55,11 +41,7 @@ def _check_amount(ctx: AuthorContext, v: Value) -> float:
 def _bill_number(ctx: AuthorContext) -> str:
   """A vendor bill number no generated entry carries."""
   used = {e.reference for e in ctx.state(S).entries}
-  for _ in range(100):
-    ref = f"BILL-{ctx.rng.randint(5000, 9999)}"
-    if ref not in used:
-      return ref
-  raise AuthoringError("bill_numbers_exhausted")
+  return fresh_number(ctx, "BILL-{}", (5000, 9999), used, "bill_numbers_exhausted", tries=100)
 
 
 def _put_entry(
@@ -89,7 +71,7 @@ def _scenario_bills(ctx: AuthorContext, count: int = 1) -> tuple[str, Any, list[
   """Books ``count`` bills of one vendor for a project in this or last month (open periods)."""
   name, vendor = topic(ctx), ctx.choice(world(ctx.env.seed).vendors)
   account = BILL_ACCOUNT.get(vendor.category, FEES)[0]
-  days = sorted(_today(ctx) - timedelta(days=ctx.rng.randint(1, 25)) for _ in range(count))
+  days = sorted(today(ctx, S) - timedelta(days=ctx.rng.randint(1, 25)) for _ in range(count))
   entries = []
   for k, day in enumerate(days, 1):
     memo = f"Bill from {vendor.name} - {name}" + (f" (part {k})" if count > 1 else "")
@@ -122,7 +104,7 @@ def bill_amount(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f"the amount of the {vendor.name} bill for {name} booked in the ledger",
-    [_money(ctx, found["total"])],
+    [home_money(ctx, found["total"])],
     context={"currency": world(ctx.env.seed).currency, "date": found["date"]},
   )
 
@@ -136,7 +118,7 @@ def sale_invoice_number(ctx: AuthorContext) -> Found:
     used |= {i.reference for i in ctx.state("invoicing").invoices}
   # Numbers well above the invoicing sequence, like the scenario invoices there.
   ref = ctx.choice([f"INV-{n}" for n in range(5000, 9000, 7) if f"INV-{n}" not in used])
-  day = _today(ctx) - timedelta(days=ctx.rng.randint(1, 25))
+  day = today(ctx, S) - timedelta(days=ctx.rng.randint(1, 25))
   memo = f"Invoice {ref} to {cust.name} - {name}"
   revenue = ctx.choice(("4000", "4100", "4200"))
   _put_entry(ctx, day, memo, ref, "1100", revenue, round(ctx.rng.uniform(1500, 30000), 2))
@@ -170,7 +152,7 @@ def bill_amounts(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f"the amounts of the {count} {vendor.name} bills for {name} in the ledger",
-    [_money(ctx, e["total"]) for e in hits],
+    [home_money(ctx, e["total"]) for e in hits],
     context={"currency": world(ctx.env.seed).currency},
   )
 
@@ -185,7 +167,7 @@ def account_balance(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f"the current balance of the {name} account in the ledger",
-    [_money(ctx, balance["balance"])],
+    [home_money(ctx, balance["balance"])],
     context={"currency": world(ctx.env.seed).currency},
   )
 
@@ -207,7 +189,7 @@ def cash_on_date(ctx: AuthorContext, found: Found) -> Found | None:
   return Found(
     "money",
     "the balance of the Cash account in the ledger as of that date",
-    [_money(ctx, balance["balance"])],
+    [home_money(ctx, balance["balance"])],
     context={"currency": world(ctx.env.seed).currency},
   )
 
@@ -224,7 +206,7 @@ def booked_under(ctx: AuthorContext, found: Found) -> Found | None:
   entries = [e for e in ctx.state(S).entries if e.reference == ref]
   if not entries:
     vendor = ctx.choice(world(ctx.env.seed).vendors)
-    day = _today(ctx) - timedelta(days=ctx.rng.randint(1, 20))
+    day = today(ctx, S) - timedelta(days=ctx.rng.randint(1, 20))
     account = BILL_ACCOUNT.get(vendor.category, FEES)[0]
     amount = round(ctx.rng.uniform(400, 9000), 2)
     _put_entry(ctx, day, f"Bill {ref} from {vendor.name}", ref, account, "2000", amount)
@@ -237,23 +219,12 @@ def booked_under(ctx: AuthorContext, found: Found) -> Found | None:
   return Found(
     "money",
     "the amount booked in the ledger under that reference",
-    [_money(ctx, hits[0]["total"])],
+    [home_money(ctx, hits[0]["total"])],
     context={"currency": world(ctx.env.seed).currency},
   )
 
 
 # --- sinks -------------------------------------------------------------------------------
-
-
-def _once(t: dict, v: Value, single: bool = False) -> None:
-  """Each value is written once (a repeated one would make a write redundant); a ``single``
-  sink takes one value only."""
-  seen = t.setdefault("seen", [])
-  if single and seen:
-    raise AuthoringError("sink_takes_one_value")
-  if v.value in seen:
-    raise AuthoringError("repeated_value", str(v.value))
-  seen.append(v.value)
 
 
 def _entry_target(ctx: AuthorContext) -> dict:
@@ -263,12 +234,11 @@ def _entry_target(ctx: AuthorContext) -> dict:
     "memo": f"{topic(ctx)} - {vendor.name}",
     "account": code,
     "account_name": name,
-    "date": _today(ctx).isoformat(),
+    "date": today(ctx, S).isoformat(),
   }
 
 
 def _post(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t, v)
   amount = _check_amount(ctx, v)
   ctx.call(
     S,
@@ -286,7 +256,7 @@ def _post_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
     where("memo", t["memo"]),
     where("lines.account", t["account"], "contains"),
     where("lines.account", "2000", "contains"),
-    _amount("total", float(v.value)),
+    amount_is("total", float(v.value)),
     where("posted_at", ctx.since(S), "ge"),
   )
 
@@ -315,7 +285,6 @@ def _bill_target(ctx: AuthorContext) -> dict:
 
 
 def _post_bill(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t, v, single=True)
   ref = str(v.value)
   if not ref.strip():
     raise AuthoringError("empty_reference")
@@ -344,7 +313,7 @@ facets.add_sink(
       "entries",
       where("reference", str(v.value)),
       where("memo", t["memo"]),
-      _amount("total", t["amount"]),
+      amount_is("total", t["amount"]),
       where("posted_at", ctx.since(S), "ge"),
     ),
     phrase=lambda ctx, t, obj: (
@@ -353,6 +322,7 @@ facets.add_sink(
       f"Payable (2000), and use {obj} as its reference"
     ),
     text=lambda ctx, t, v: f'The "{t["memo"]}" entry is posted under {v.label}.',
+    single=True,
   )
 )
 
@@ -365,7 +335,6 @@ def _accrual_target(ctx: AuthorContext) -> dict:
 
 
 def _accrue(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t, v)
   day = str(v.value)[:10]
   try:
     pid = date.fromisoformat(day).strftime("%Y-%m")
@@ -395,7 +364,7 @@ facets.add_sink(
       "entries",
       where("memo", t["memo"]),
       where("date", str(v.value)[:10]),
-      _amount("total", t["amount"]),
+      amount_is("total", t["amount"]),
       where("posted_at", ctx.since(S), "ge"),
     ),
     phrase=lambda ctx, t, obj: (
@@ -428,7 +397,7 @@ def _project_account(ctx: AuthorContext) -> dict:
     },
   )
   for _ in range(ctx.rng.randint(1, 3)):
-    day = _today(ctx) - timedelta(days=ctx.rng.randint(1, 25))
+    day = today(ctx, S) - timedelta(days=ctx.rng.randint(1, 25))
     amount = round(ctx.rng.uniform(200, 3000), 2)
     _put_entry(ctx, day, f"{name} costs", "", code, "1000", amount)
   account = next(
@@ -440,7 +409,7 @@ def _project_account(ctx: AuthorContext) -> dict:
     "name": label,
     "balance": balance["balance"],
     "memo": f"{name} top-up",
-    "date": _today(ctx).isoformat(),
+    "date": today(ctx, S).isoformat(),
   }
 
 
@@ -449,7 +418,7 @@ def _balance_first(ctx: AuthorContext) -> tuple[Found, dict]:
   found = Found(
     "money",
     f"the current balance of the {t['name']} account in the ledger",
-    [_money(ctx, t["balance"])],
+    [home_money(ctx, t["balance"])],
     context={"currency": world(ctx.env.seed).currency},
   )
   return found, t
@@ -471,7 +440,7 @@ def _balance_second(ctx: AuthorContext, t: dict) -> Found:
   return Found(
     "money",
     f"the new balance of the {t['name']} account",
-    [_money(ctx, balance["balance"])],
+    [home_money(ctx, balance["balance"])],
     stale=t["balance"],
     context={"currency": world(ctx.env.seed).currency},
   )
@@ -496,7 +465,7 @@ facets.add_revisit(
         "entries",
         where("memo", t["memo"]),
         where("lines.account", t["code"], "contains"),
-        _amount("total", float(v.value)),
+        amount_is("total", float(v.value)),
         where("posted_at", ctx.since(S), "ge"),
       ),
       phrase=lambda ctx, t, obj: (

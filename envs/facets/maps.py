@@ -10,17 +10,13 @@ from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
 from envs._world import world
-from envs.facets._common import iso, topic
+from envs.facets._common import iso, time_label, topic, user_email
 from envs.maps import haversine_km, travel
 
 S = "maps"
 #: Categories only the shared world's venues have in maps (their addresses are known to the
 #: other location services too).
 SPOTS = {"venue": "event venue", "library": "library", "park": "park"}
-
-
-def _me(ctx: AuthorContext) -> str:
-  return world(ctx.env.seed).people[0].email
 
 
 def _places(ctx: AuthorContext, **attrs) -> list:
@@ -70,7 +66,7 @@ def _put_list(ctx: AuthorContext, name: str, description: str, place_ids: list[s
       "id": ctx.fresh_id("lst"),
       "name": name,
       "description": description,
-      "owner": _me(ctx),
+      "owner": user_email(ctx),
       "place_ids": place_ids,
       "created_at": iso(created),
       "updated_at": iso(created),
@@ -103,7 +99,7 @@ def best_rated_spot(ctx: AuthorContext) -> Found:
 @facets.source(S, "person.email")
 def place_reviewers(ctx: AuthorContext) -> Found:
   """Colleagues who reviewed a venue; those who panned it are left out."""
-  w, state, me = world(ctx.env.seed), ctx.state(S), _me(ctx)
+  w, state, me = world(ctx.env.seed), ctx.state(S), user_email(ctx)
   # Not one the user reviewed: a review of theirs written earlier in this task would already be
   # in the rating this s0 edit bakes in, and replaying it would count it twice.
   mine = {r.place_id for r in state.reviews if r.author == me}
@@ -194,7 +190,7 @@ def next_opening(ctx: AuthorContext) -> Found:
   return Found(
     "datetime",
     f"when {place.name} in {place.city} next opens",
-    [Value(status["opens_at"], status["opens_at"].replace("T", " ")[:16])],
+    [Value(status["opens_at"], time_label(status["opens_at"]))],
     context={"date": status["opens_at"][:10]},
   )
 
@@ -280,7 +276,7 @@ facets.add_sink(
 
 
 def _review_target(ctx: AuthorContext) -> dict:
-  me = _me(ctx)
+  me = user_email(ctx)
   mine = {r.place_id for r in ctx.state(S).reviews if r.author == me}
   names = {}
   for p in _places(ctx):
@@ -296,9 +292,6 @@ def _review_target(ctx: AuthorContext) -> dict:
 
 
 def _review(ctx: AuthorContext, t: dict, v: Value) -> None:
-  if t.get("done"):
-    raise AuthoringError("one_review_per_place", str(v.value))
-  t["done"] = True
   ctx.call(S, "add_review", place_id=t["id"], rating=t["stars"], text=str(v.value))
 
 
@@ -313,7 +306,7 @@ facets.add_sink(
       S,
       "reviews",
       where("place_id", t["id"]),
-      where("author", _me(ctx)),
+      where("author", user_email(ctx)),
       where("rating", t["stars"]),
       where("text", str(v.value), "icontains"),
     ),
@@ -321,6 +314,7 @@ facets.add_sink(
       f"post {obj} as my {t['stars']}-star review of {t['name']} in {t['city']}"
     ),
     text=lambda ctx, t, v: f"{t['name']} has a {t['stars']}-star review from the user: {v.label}.",
+    single=True,  # one review per place
   )
 )
 
@@ -399,9 +393,9 @@ def _tour_end_second(ctx: AuthorContext, lst: dict) -> Found:
     "datetime",
     f'when the outing now reaches the last stop on the "{lst["name"]}" list, walking from stop '
     f"to stop from {SET_OFF} on {lst['day']}",
-    [Value(at, at.replace("T", " ")[:16])],
+    [Value(at, time_label(at))],
     stale=lst["end"],
-    answer=f"The outing now reaches its last stop at {at.replace('T', ' ')[:16]}.",
+    answer=f"The outing now reaches its last stop at {time_label(at)}.",
     context={"date": lst["day"]},
   )
 

@@ -3,33 +3,27 @@ transcript action items; registering people and scheduling as sinks; the resched
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 
 from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import exists, record_is, where
 from envs._world import world
-from envs.facets._common import colleague, future_slot, iso, topic
+from envs.facets._common import (
+  colleague,
+  day_label,
+  future_slot,
+  future_time,
+  iso,
+  name_of,
+  time_label,
+  topic,
+  user,
+  user_email,
+)
 from envs.meetings import _join
 
 S = "meetings"
-
-
-def _me(ctx: AuthorContext):
-  return world(ctx.env.seed).people[0]
-
-
-def _name_of(ctx: AuthorContext, email: str) -> str:
-  """A registrant's full name: the world's name for them, else one read off the address."""
-  w = world(ctx.env.seed)
-  contacts = [c for org in w.customers for c in org.contacts] + [v.contact for v in w.vendors]
-  known = {p.email: p.name for p in [*w.people, *contacts]}
-  local = email.split("@")[0].replace("_", ".").replace("-", ".")
-  return known.get(email) or " ".join(part.capitalize() for part in local.split(".") if part)
-
-
-def _day(d: date) -> str:
-  return f"{d:%A, %B} {d.day}"
 
 
 def _put_meeting(
@@ -46,7 +40,7 @@ def _put_meeting(
       "agenda": fields.pop("agenda", f"Discuss {title}."),
       "start": iso(start),
       "duration_minutes": fields.pop("duration_minutes", ctx.choice((30, 45, 60))),
-      "host": host or _me(ctx).email,
+      "host": host or user_email(ctx),
       "join_url": url,
       "passcode": code,
       "created_at": iso(min(start, ctx.state(S).now) - timedelta(days=ctx.rng.randint(3, 10))),
@@ -63,7 +57,7 @@ def _register(ctx: AuthorContext, meeting: dict, email: str, status: str = "appr
       "id": ctx.fresh_id("reg"),
       "meeting_id": meeting["id"],
       "email": email,
-      "name": _name_of(ctx, email),
+      "name": name_of(ctx, email),
       "status": status,
       "registered_at": iso(
         datetime.fromisoformat(meeting["created_at"]) + timedelta(hours=ctx.rng.randint(1, 40))
@@ -86,10 +80,6 @@ def _upcoming(ctx: AuthorContext, suffix: str = "call", **fields) -> dict:
   return _find(ctx, title, status="scheduled")
 
 
-def _when(start: str) -> str:
-  return start.replace("T", " ")[:16]
-
-
 # --- sources ---------------------------------------------------------------------------------
 
 
@@ -109,7 +99,7 @@ def meeting_start(ctx: AuthorContext) -> Found:
   return Found(
     "datetime",
     f'when the "{meeting["topic"]}" video meeting starts',
-    [Value(meeting["start"], _when(meeting["start"]))],
+    [Value(meeting["start"], time_label(meeting["start"]))],
     context={"date": meeting["start"][:10]},
   )
 
@@ -179,7 +169,7 @@ def transcript_action_item(ctx: AuthorContext) -> Found:
   about = topic(ctx)
   meeting = _past_meeting(ctx, f"{about} retro")
   rec = _put_recording(ctx, meeting, shared=False)
-  me, who, owner = _me(ctx), colleague(ctx), colleague(ctx)
+  me, who, owner = user(ctx), colleague(ctx), colleague(ctx)
   task = ctx.choice(
     (
       f"{owner.name} shares the revised {about} timeline by Friday",
@@ -237,7 +227,7 @@ def recording_link(ctx: AuthorContext) -> Found:
 def their_office_hours(ctx: AuthorContext, found: Found) -> Found:
   """Several sessions of one series; the incoming person registered for exactly one."""
   email = str(found.values[0].value).lower()
-  if email == _me(ctx).email:
+  if email == user_email(ctx):
     raise AuthoringError("registrant_is_host", email)
   w = world(ctx.env.seed)
   title = f"{topic(ctx)} office hours"
@@ -255,7 +245,7 @@ def their_office_hours(ctx: AuthorContext, found: Found) -> Found:
       return Found(
         "datetime",
         f'when the "{title}" session they registered for starts',
-        [Value(session["start"], _when(session["start"]))],
+        [Value(session["start"], time_label(session["start"]))],
         context={"date": session["start"][:10]},
       )
   return None
@@ -282,7 +272,7 @@ def _company_demo(ctx: AuthorContext, company: str) -> tuple[dict, str]:
   )["items"]
   hit = next(m for m in hits if m["topic"] == f"Product demo for {company}")
   meeting = ctx.call(S, "get_meeting", meeting_id=hit["id"])
-  return meeting, _day(day)
+  return meeting, day_label(day)
 
 
 @facets.lookup(S, "company.name", "url")
@@ -301,7 +291,7 @@ def company_demo_time(ctx: AuthorContext, found: Found) -> Found:
   return Found(
     "datetime",
     f"the start time of the product demo for that company on {day}",
-    [Value(meeting["start"], _when(meeting["start"]))],
+    [Value(meeting["start"], time_label(meeting["start"]))],
     context={"date": meeting["start"][:10]},
   )
 
@@ -313,7 +303,7 @@ def _register_person(ctx: AuthorContext, meeting: dict, v: Value) -> None:
   email = str(v.value).lower()
   if email == meeting["host"]:
     raise AuthoringError("registrant_is_host", email)
-  ctx.call(S, "add_registrant", meeting_id=meeting["id"], email=email, name=_name_of(ctx, email))
+  ctx.call(S, "add_registrant", meeting_id=meeting["id"], email=email, name=name_of(ctx, email))
 
 
 facets.add_sink(
@@ -334,10 +324,7 @@ facets.add_sink(
 
 def _start_of(ctx: AuthorContext, v: Value) -> str:
   """The incoming time as the service prints it; it must lie ahead to be scheduled."""
-  start = datetime.fromisoformat(str(v.value))
-  if start <= ctx.state(S).now:
-    raise AuthoringError("start_in_past", str(v.value))
-  return start.isoformat()
+  return future_time(ctx, S, v, "start_in_past").isoformat()
 
 
 facets.add_sink(
@@ -364,7 +351,7 @@ facets.add_sink(
 
 def _agenda_target(ctx: AuthorContext) -> dict:
   start = future_slot(ctx, S)
-  return {"topic": f"{topic(ctx)} sync", "start": iso(start), "when": _when(iso(start))}
+  return {"topic": f"{topic(ctx)} sync", "start": iso(start), "when": time_label(iso(start))}
 
 
 for kind in ("text", "url"):
@@ -406,16 +393,13 @@ def _start_first(ctx: AuthorContext) -> tuple[Found, dict]:
   found = Found(
     "datetime",
     f'when the "{meeting["topic"]}" video meeting starts',
-    [Value(meeting["start"], _when(meeting["start"]))],
+    [Value(meeting["start"], time_label(meeting["start"]))],
     context={"date": meeting["start"][:10]},
   )
   return found, meeting
 
 
 def _reschedule(ctx: AuthorContext, meeting: dict, v: Value) -> None:
-  if meeting.setdefault("done", False):
-    raise AuthoringError("sink_takes_one_value", "a meeting moves to one new start")
-  meeting["done"] = True
   start = _start_of(ctx, v)
   if start == meeting["start"]:
     raise AuthoringError("same_start", start)
@@ -427,7 +411,7 @@ def _start_second(ctx: AuthorContext, meeting: dict) -> Found:
   return Found(
     "datetime",
     f'the new start time of "{meeting["topic"]}"',
-    [Value(now["start"], _when(now["start"]))],
+    [Value(now["start"], time_label(now["start"]))],
     stale=meeting["start"],
     context={"date": now["start"][:10]},
   )
@@ -452,6 +436,7 @@ facets.add_revisit(
       ),
       phrase=lambda ctx, m, obj: f'move the "{m["topic"]}" video meeting to start at {obj}',
       text=lambda ctx, m, v: f'"{m["topic"]}" now starts at {v.label}.',
+      single=True,  # a meeting moves to one new start
     ),
     second=_start_second,
   )

@@ -11,20 +11,12 @@ from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import exists, where
 from compoworld.tasks import Patch
 from envs._world import world
-from envs.facets._common import colleague, iso
+from envs.facets._common import colleague, employee, iso, time_label
 from envs.oncall import ALERTS
 
 S = "oncall"
 #: How far ahead list_shifts may look in one call.
 WINDOW = timedelta(days=31)
-
-
-def _label(value: str) -> str:
-  return str(value).replace("T", " ")[:16]
-
-
-def _employee(ctx: AuthorContext, email) -> bool:
-  return isinstance(email, str) and world(ctx.env.seed).person(email.lower()) is not None
 
 
 def _services(ctx: AuthorContext, active: bool = False, lasting: bool = False) -> list:
@@ -182,7 +174,7 @@ def next_shift_start(ctx: AuthorContext) -> Found:
   return Found(
     "datetime",
     f"when {name}'s next shift on the {sched.name} schedule starts",
-    [Value(shift["start"], _label(shift["start"]))],
+    [Value(shift["start"], time_label(shift["start"]))],
     context={"date": shift["start"][:10]},
   )
 
@@ -206,7 +198,7 @@ def on_call_at(ctx: AuthorContext, found: Found) -> Found | None:
     "person.email",
     f"who is on call for {svc.name} at that time",
     [Value(who, who)],
-    answer=f"{who} is on call for {svc.name} at {_label(iso(at))}.",
+    answer=f"{who} is on call for {svc.name} at {time_label(iso(at))}.",
   )
 
 
@@ -215,7 +207,7 @@ def next_shift_of(ctx: AuthorContext, found: Found) -> Found | None:
   """When the person next takes the pager; someone outside every rotation gets a cover
   shift in s0 (an override), so there is one to find."""
   email = found.values[0].value
-  if not _employee(ctx, email):
+  if employee(ctx, str(email).lower()) is None:
     return None
   state = ctx.state(S)
   email = email.lower()
@@ -248,8 +240,8 @@ def next_shift_of(ctx: AuthorContext, found: Found) -> Found | None:
   return Found(
     "datetime",
     "when their next on-call shift starts",
-    [Value(shift["start"], _label(shift["start"]))],
-    answer=f"Their next on-call shift starts at {_label(shift['start'])}.",
+    [Value(shift["start"], time_label(shift["start"]))],
+    answer=f"Their next on-call shift starts at {time_label(shift['start'])}.",
     context={"date": shift["start"][:10]},
   )
 
@@ -274,7 +266,7 @@ def _override_target(ctx: AuthorContext) -> dict:
 
 
 def _override(ctx: AuthorContext, t: dict, v: Value) -> None:
-  if not _employee(ctx, v.value):
+  if employee(ctx, str(v.value).lower()) is None:
     raise AuthoringError("not_an_employee", str(v.value))
   people = t.setdefault("people", [])
   start, end = (x + timedelta(days=len(people)) for x in t["window"])
@@ -317,7 +309,7 @@ def _window_phrase(ctx: AuthorContext, t: dict, obj: str) -> str:
       f"{end.strftime('%H:%M')}"
     )
   return (
-    f"put {obj} on call on the {t['schedule']} schedule from {_label(iso(start))} to "
+    f"put {obj} on call on the {t['schedule']} schedule from {time_label(iso(start))} to "
     f"{end.strftime('%H:%M')} that day"
   )
 
@@ -406,9 +398,6 @@ def _incident_target(ctx: AuthorContext) -> dict:
 
 
 def _open_described(ctx: AuthorContext, t: dict, v: Value) -> None:
-  if t.get("opened"):
-    raise AuthoringError("one_incident_per_title", str(v.value))
-  t["opened"] = True
   ctx.scratch["oncall_triggered"] = True
   ctx.call(
     S,
@@ -439,6 +428,7 @@ facets.add_sink(
       f'open a low-urgency "{t["title"]}" incident on {t["service"]} with {obj} as its description'
     ),
     text=lambda ctx, t, v: f'A "{t["title"]}" incident is open, describing {v.label}.',
+    single=True,  # one incident per title
   )
 )
 
@@ -499,7 +489,7 @@ def _cover_first(ctx: AuthorContext) -> tuple[Found, dict]:
   }
   found = Found(
     "person.email",
-    f"who is on call for {svc.name} at {_label(iso(at))}",
+    f"who is on call for {svc.name} at {time_label(iso(at))}",
     [Value(now["email"], now["email"])],
     context={"date": iso(at)[:10]},
   )
@@ -509,8 +499,6 @@ def _cover_first(ctx: AuthorContext) -> tuple[Found, dict]:
 def _cover(ctx: AuthorContext, t: dict, v: Value) -> None:
   if str(v.value).lower() == t["email"]:
     raise AuthoringError("same_person_on_call", str(v.value))
-  if t.get("people"):
-    raise AuthoringError("one_person_per_window", str(v.value))
   _override(ctx, t, v)
 
 
@@ -518,7 +506,7 @@ def _cover_second(ctx: AuthorContext, t: dict) -> Found:
   now = ctx.call(S, "get_oncall", service_id=t["service_id"], at=iso(t["at"]))
   return Found(
     "person.email",
-    f"who is now on call for {t['service']} at {_label(iso(t['at']))}",
+    f"who is now on call for {t['service']} at {time_label(iso(t['at']))}",
     [Value(now["email"], now["email"])],
     stale=t["email"],
   )
@@ -540,12 +528,13 @@ facets.add_revisit(
       act=_cover,
       check=_override_check,
       phrase=lambda ctx, t, obj: (
-        f"have {obj} cover {t['service']}'s on-call from {_label(iso(t['window'][0]))} to "
+        f"have {obj} cover {t['service']}'s on-call from {time_label(iso(t['window'][0]))} to "
         f"{t['window'][1].strftime('%H:%M')} that day with an override"
       ),
       text=lambda ctx, t, v: (
-        f"{v.label} covers {t['service']} from {_label(iso(t['window'][0]))} (override)."
+        f"{v.label} covers {t['service']} from {time_label(iso(t['window'][0]))} (override)."
       ),
+      single=True,  # one person covers the window
     ),
     second=_cover_second,
   )

@@ -3,36 +3,21 @@ bonuses as sinks; the reimbursement revisit (the net pay on a draft payslip goes
 
 from __future__ import annotations
 
-import re
 from datetime import date
 
 from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import exists, where
 from envs._world import world
-from envs.facets._common import iso, topic
+from envs.facets._common import amount_of, currency_of, home_money, in_use, iso, topic
 from envs.payroll import Compensation, _payslip
 
 S = "payroll"
 MAX_REIMBURSEMENT = 25_000.0  # more than this is not an expense claim paid through payroll
 
 
-def _busy(ctx: AuthorContext) -> set[str]:
-  """Employees this task's payroll facets set up or pay extra: never picked twice, so a
-  scenario edit never lands on a payslip an earlier step of the probe already changed."""
-  return ctx.scratch.setdefault("payroll_busy", set())
-
-
-def _money(ctx: AuthorContext, amount: float) -> str:
-  return f"{amount:,.2f} {world(ctx.env.seed).currency}"
-
-
 def _in_currency(ctx: AuthorContext) -> dict:
   return {"currency": world(ctx.env.seed).currency}
-
-
-def _value(ctx: AuthorContext, amount: float) -> Value:
-  return Value(amount, _money(ctx, amount), float(amount))
 
 
 def _employee_phrase(obj: str) -> str:
@@ -65,7 +50,7 @@ def _paid_in(ctx: AuthorContext, run_id: str) -> set[str]:
 
 def _pick(ctx: AuthorContext, ok=lambda c: True, reserve: bool = True) -> Compensation:
   """A colleague (not the user, not the CEO) on the payroll, not yet used by this task."""
-  w, busy = world(ctx.env.seed), _busy(ctx)
+  w, busy = world(ctx.env.seed), in_use(ctx, S)
   options = sorted(
     (
       c
@@ -88,24 +73,11 @@ def _in_draft(ctx: AuthorContext, comp: Compensation) -> bool:
   )
 
 
-def _once(target: dict) -> None:
-  """This write takes one value: a fan-out of several would overwrite itself."""
-  if target.get("done"):
-    raise AuthoringError("single_value_sink")
-  target["done"] = True
-
-
-def _number(v: Value) -> float:
-  """The amount a money value stands for (its reading, or the value itself)."""
-  amount = v.number if v.number is not None else v.value
-  return float(amount) if isinstance(amount, (int, float)) else 0.0
-
-
-def _amount(ctx: AuthorContext, v: Value) -> float:
+def _payout(ctx: AuthorContext, v: Value) -> float:
   """What payroll pays out: a positive amount in the company currency (the label of a money
   value names its currency last, "1,250.00 EUR"; another currency would need converting)."""
-  code = v.label.rsplit(" ", 1)[-1]
-  if re.fullmatch(r"[A-Z]{3}", code) and code != world(ctx.env.seed).currency:
+  code = currency_of(v)
+  if code not in (None, world(ctx.env.seed).currency):
     raise AuthoringError("currency_mismatch", code)
   amount = v.number if v.number is not None else v.value
   if not isinstance(amount, (int, float)) or not 0 < amount <= MAX_REIMBURSEMENT:
@@ -123,7 +95,7 @@ def annual_salary(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f"the annual salary of {_who(comp)}",
-    [_value(ctx, rec["annual_salary"])],
+    [home_money(ctx, rec["annual_salary"])],
     context=_in_currency(ctx),
   )
 
@@ -142,7 +114,7 @@ def last_net_pay(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f"the net pay on the most recent paid payslip of {_who(comp)}",
-    [_value(ctx, slip["net"])],
+    [home_money(ctx, slip["net"])],
     context=_in_currency(ctx),
   )
 
@@ -154,13 +126,13 @@ def spot_bonuses(ctx: AuthorContext) -> Found:
   state, about = ctx.state(S), topic(ctx)
   run = next(r for r in state.pay_runs if r.status == "draft" and r.pay_frequency == "monthly")
   comps = ctx.rng.sample(
-    [c for c in state.compensation if c.id in _paid_in(ctx, run.id) and c.id not in _busy(ctx)],
+    [c for c in state.compensation if c.id in _paid_in(ctx, run.id) and c.id not in in_use(ctx, S)],
     ctx.rng.randint(2, 4),
   )
   amounts = ctx.rng.sample(range(300, 2050, 50), len(comps))
   description = f"Spot bonus: {about}"
   for comp, amount in zip(comps, amounts, strict=True):
-    _busy(ctx).add(comp.id)
+    in_use(ctx, S).add(comp.id)
     ctx.put(
       S,
       "adjustments",
@@ -184,7 +156,7 @@ def spot_bonuses(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f'the "{description}" bonuses in {_run_name(listed)}',
-    [_value(ctx, a["amount"]) for a in found],
+    [home_money(ctx, a["amount"]) for a in found],
     context=_in_currency(ctx),
   )
 
@@ -214,7 +186,10 @@ def _employee(ctx: AuthorContext, found: Found) -> str:
 def salary_of(ctx: AuthorContext, found: Found) -> Found:
   rec = ctx.call(S, "get_compensation", employee_id=_employee(ctx, found))
   return Found(
-    "money", "their annual salary", [_value(ctx, rec["annual_salary"])], context=_in_currency(ctx)
+    "money",
+    "their annual salary",
+    [home_money(ctx, rec["annual_salary"])],
+    context=_in_currency(ctx),
   )
 
 
@@ -228,7 +203,7 @@ def draft_net_pay_of(ctx: AuthorContext, found: Found) -> Found:
   return Found(
     "money",
     f"their net pay in {_run_name(run)}",
-    [_value(ctx, slips[0]["net"])],
+    [home_money(ctx, slips[0]["net"])],
     context=_in_currency(ctx),
   )
 
@@ -257,7 +232,7 @@ def _reimburse(ctx: AuthorContext, t: dict, v: Value) -> None:
     pay_run_id=t["run"],
     employee_id=t["id"],
     kind="reimbursement",
-    amount=_amount(ctx, v),
+    amount=_payout(ctx, v),
     description=t["for"],
   )
 
@@ -270,7 +245,7 @@ def _reimbursed(ctx: AuthorContext, t: dict, v: Value) -> dict:
     where("employee_id", t["id"]),
     where("kind", "reimbursement"),
     where("description", t["for"]),
-    {"field": "amount", "cmp": "approx", "value": _number(v), "tolerance": 0.01},
+    {"field": "amount", "cmp": "approx", "value": amount_of(v), "tolerance": 0.01},
     where("created_at", ctx.since(S), "ge"),
   )
 
@@ -291,18 +266,13 @@ facets.add_sink(
 )
 
 
-def _reimburse_once(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t)
-  _reimburse(ctx, t, v)
-
-
 facets.add_sink(
   Sink(
     S,
     "money",
     "reimburse_total",
     prepare=_payslip_target,
-    act=_reimburse_once,
+    act=_reimburse,
     check=_reimbursed,
     phrase=lambda ctx, t, obj: (
       f'add one reimbursement of {obj} for "{t["for"]}" to the pay of {t["who"]} in {t["run_name"]}'
@@ -317,7 +287,7 @@ def _bonus(ctx: AuthorContext, t: dict, v: Value) -> None:
   comp = ctx.state(S).compensation.find(str(v.value))
   if comp is None or not _in_draft(ctx, comp):
     raise AuthoringError("not_in_draft_run", str(v.value))
-  _busy(ctx).add(comp.id)  # their draft payslip changes: no later scenario edit may touch it
+  in_use(ctx, S).add(comp.id)  # their draft payslip changes: no later scenario edit may touch it
   rec = ctx.call(S, "get_compensation", employee_id=comp.id)
   run = _draft_run(ctx, rec["pay_frequency"])
   ctx.call(
@@ -351,10 +321,10 @@ facets.add_sink(
       where("created_at", ctx.since(S), "ge"),
     ),
     phrase=lambda ctx, t, obj: (
-      f"give {_employee_phrase(obj)} a {_money(ctx, t['amount'])} bonus described as "
+      f"give {_employee_phrase(obj)} a {home_money(ctx, t['amount']).label} bonus described as "
       f'"{t["for"]}" in their current draft payroll'
     ),
-    text=lambda ctx, t, v: f"Employee {v.label} gets a {_money(ctx, t['amount'])} bonus.",
+    text=lambda ctx, t, v: f"Employee {v.label} gets a {home_money(ctx, t['amount']).label} bonus.",
   )
 )
 
@@ -368,7 +338,7 @@ def _net_first(ctx: AuthorContext) -> tuple[Found, dict]:
   found = Found(
     "money",
     f"the net pay of {t['who']} in {t['run_name']}",
-    [_value(ctx, slip["net"])],
+    [home_money(ctx, slip["net"])],
     context=_in_currency(ctx),
   )
   return found, {**t, "slip": slip["id"], "net": slip["net"]}
@@ -379,7 +349,7 @@ def _net_second(ctx: AuthorContext, t: dict) -> Found:
   return Found(
     "money",
     f"the net pay of {t['who']} in {t['run_name']} now",
-    [_value(ctx, slip["net"])],
+    [home_money(ctx, slip["net"])],
     stale=t["net"],
     context=_in_currency(ctx),
   )
@@ -398,10 +368,11 @@ facets.add_revisit(
       "money",
       "reimburse_on_payslip",
       prepare=lambda ctx: None,
-      act=_reimburse_once,
+      act=_reimburse,
       check=_reimbursed,
       phrase=lambda ctx, t, obj: f'add a reimbursement of {obj} for "{t["for"]}" to that payslip',
       text=lambda ctx, t, v: f"{t['who']} is reimbursed {v.label} in {t['run_name']}.",
+      single=True,
     ),
     second=_net_second,
   )

@@ -8,8 +8,7 @@ from datetime import date, datetime, timedelta
 from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import exists, record_is, where
-from envs._world import world
-from envs.facets._common import iso, topic
+from envs.facets._common import employee, iso, topic, user_email
 
 S = "projects"
 
@@ -20,16 +19,12 @@ STEPS = (
 )  # fmt: skip
 
 
-def _me(ctx: AuthorContext) -> str:
-  return world(ctx.env.seed).people[0].email
-
-
 def _project(ctx: AuthorContext, mine: bool = True, team: int = 0):
   """A project (one the user works on, unless ``mine`` is false) with at least ``team``
   members besides the user, and none of this task's tool-created tasks: a scenario task put
   there later would take the key the tool gave, so replaying s0 would number tasks
   differently."""
-  me, written = _me(ctx), ctx.scratch.get("projects_created_in", set())
+  me, written = user_email(ctx), ctx.scratch.get("projects_created_in", set())
   options = [
     p
     for p in sorted(ctx.state(S).projects, key=lambda p: p.id)
@@ -55,7 +50,7 @@ def _put_task(ctx: AuthorContext, project, title: str, **fields) -> dict:
     "project_id": project.id,
     "title": title,
     "description": "Part of the work we agreed on in planning.",
-    "reporter": _me(ctx),
+    "reporter": user_email(ctx),
     "created_at": iso(created),
     "updated_at": iso(created),
     **fields,
@@ -83,7 +78,7 @@ def _scenario_task(ctx: AuthorContext, **fields) -> tuple[dict, str]:
 
 
 def _assignee(ctx: AuthorContext, project) -> str:
-  return ctx.choice(sorted(set(project.members) - {_me(ctx)}))
+  return ctx.choice(sorted(set(project.members) - {user_email(ctx)}))
 
 
 # --- sources -------------------------------------------------------------------------------
@@ -135,8 +130,8 @@ def _labelled_tasks(ctx: AuthorContext) -> tuple[str, object, list[dict]]:
   project = _project(ctx, mine=False, team=3)
   name = topic(ctx)
   label = name.split()[0].lower()
-  people = ctx.rng.sample(sorted(set(project.members) - {_me(ctx)}), 3)
-  extra = sorted(set(project.members) - {_me(ctx)} - set(people))
+  people = ctx.rng.sample(sorted(set(project.members) - {user_email(ctx)}), 3)
+  extra = sorted(set(project.members) - {user_email(ctx)} - set(people))
   people += ctx.rng.sample(extra, min(len(extra), ctx.rng.randint(0, 2)))
   done = ctx.rng.sample(range(len(people)), 1 if len(people) < 5 else 2)
   steps = ctx.rng.sample(STEPS, len(people))
@@ -188,16 +183,12 @@ def label_story_points(ctx: AuthorContext) -> Found:
 # --- lookups -------------------------------------------------------------------------------
 
 
-def _employee(ctx: AuthorContext, email: str):
-  return world(ctx.env.seed).person(email) if isinstance(email, str) else None
-
-
 def _soonest_task(ctx: AuthorContext, email) -> dict | None:
   """The person's unfinished task that is due soonest: a scenario task due before all their
   others, in a project they belong to (a new one if they belong to none)."""
-  if not isinstance(email, str) or _employee(ctx, email.lower()) is None:
+  if not isinstance(email, str) or employee(ctx, email.lower()) is None:
     return None
-  state, me, email = ctx.state(S), _me(ctx), email.lower()
+  state, me, email = ctx.state(S), user_email(ctx), email.lower()
   theirs = [t.due_date for t in state.tasks if t.assignee == email and t.status != "done"]
   soonest = min([d for d in theirs if d is not None], default=None)
   due = state.now.date() + timedelta(days=ctx.rng.randint(1, 4))
@@ -271,7 +262,7 @@ def next_due_date(ctx: AuthorContext, found: Found) -> Found | None:
 
 def _join(ctx: AuthorContext, project_id: str, email: str) -> None:
   """Makes ``email`` a member of the project if it is not one (the tool refuses strangers)."""
-  if not isinstance(email, str) or _employee(ctx, email.lower()) is None:
+  if not isinstance(email, str) or employee(ctx, email.lower()) is None:
     raise AuthoringError("not_an_employee", str(email))
   if email.lower() not in ctx.state(S).projects.get(project_id).members:
     ctx.call(S, "add_project_member", project_id=project_id, email=email)
@@ -316,7 +307,7 @@ def _new_project(ctx: AuthorContext) -> dict:
   key = name.split()[0][:4].upper()
   if key in ctx.state(S).projects:
     raise AuthoringError("project_key_taken", key)
-  me, now = _me(ctx), ctx.state(S).now
+  me, now = user_email(ctx), ctx.state(S).now
   ctx.put(
     S,
     "projects",
@@ -334,9 +325,9 @@ def _new_project(ctx: AuthorContext) -> dict:
 
 
 def _add_member(ctx: AuthorContext, p: dict, v: Value) -> None:
-  if _employee(ctx, str(v.value).lower()) is None:
+  if employee(ctx, str(v.value).lower()) is None:
     raise AuthoringError("not_an_employee", str(v.value))
-  if str(v.value).lower() == _me(ctx):
+  if str(v.value).lower() == user_email(ctx):
     raise AuthoringError("already_a_member", str(v.value))
   ctx.call(S, "add_project_member", project_id=p["id"], email=v.value)
 
@@ -498,9 +489,6 @@ def _reassign(ctx: AuthorContext, t: dict, v: Value) -> None:
   email = str(v.value).lower()
   if email == t["assignee"]:
     raise AuthoringError("same_assignee", email)
-  if t.get("reassigned"):
-    raise AuthoringError("one_assignee_per_task", email)
-  t["reassigned"] = email
   _join(ctx, t["project_id"], email)
   ctx.call(S, "assign_task", task_id=t["id"], assignee=v.value)
 
@@ -535,6 +523,7 @@ facets.add_revisit(
         "they are not members)"
       ),
       text=lambda ctx, t, v: f'"{t["title"]}" is assigned to {v.label}.',
+      single=True,  # one assignee per task
     ),
     second=_assignee_second,
   )

@@ -4,21 +4,26 @@ outstanding on an order drops once a delivery is recorded)."""
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import timedelta
 
 from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
 from envs._world import world
-from envs.facets._common import colleague, iso, topic
+from envs.facets._common import (
+  colleague,
+  day_of,
+  employee,
+  iso,
+  money,
+  s0_now,
+  today,
+  topic,
+  units,
+  user_email,
+)
 
 S = "purchasing"
-
-
-def _s0_now(ctx: AuthorContext) -> datetime:
-  """s0's time: scenario records are dated before it even when earlier steps of the walk
-  have already advanced the live clock (the records are put into s0, not made later)."""
-  return datetime.fromisoformat(ctx.since(S))
 
 
 def _slot(ctx: AuthorContext) -> tuple[str, str]:
@@ -29,7 +34,7 @@ def _slot(ctx: AuthorContext) -> tuple[str, str]:
   the scenario order takes over an untouched generated one (no goods received, not changed by
   the walk, not already the scenario's), which keeps the count; otherwise it is the next one.
   """
-  state, s0 = ctx.state(S), _s0_now(ctx)
+  state, s0 = ctx.state(S), s0_now(ctx, S)
   if not any(o.created_at >= s0 for o in state.orders):
     return ctx.fresh_id("po"), f"PO-{10001 + len(state.orders)}"
   taken = {p.id or (p.record or {}).get("id") for p in ctx.patches if p.service == S}
@@ -45,29 +50,6 @@ def _slot(ctx: AuthorContext) -> tuple[str, str]:
     raise AuthoringError("no_order_slot")
   order = ctx.choice(free)
   return order.id, order.reference
-
-
-def _units(value: Value) -> int:
-  """A whole, positive number of units from a handed-on quantity (a sum may arrive as 12.0)."""
-  try:
-    number = float(value.value)
-  except (TypeError, ValueError) as err:
-    raise AuthoringError("not_a_quantity", str(value.value)) from err
-  if not number.is_integer() or not 1 <= number <= 1_000_000:
-    raise AuthoringError("not_a_quantity", str(value.value))
-  return int(number)
-
-
-def _once(t: dict, value: Value) -> None:
-  """Each value of a fan-out once: a repeated value would make one of two writes redundant."""
-  seen = t.setdefault("seen", [])
-  if value.value in seen:
-    raise AuthoringError("repeated_value", str(value.value))
-  seen.append(value.value)
-
-
-def _money(amount: float, currency: str) -> Value:
-  return Value(amount, f"{amount:,.2f} {currency}", float(amount))
 
 
 def _vendor(ctx: AuthorContext) -> dict:
@@ -104,7 +86,6 @@ def _put_order(
 ) -> dict:
   """Puts a purchase order (lines of (item, quantity), nothing received) and returns it."""
   state = ctx.state(S)
-  w = world(ctx.env.seed)
   if vendor_id is None:  # who sells that kind of goods
     category = lines[0][0]["category"]
     vendor_id = ctx.choice(sorted(v.id for v in state.vendors if v.category == category))
@@ -114,7 +95,7 @@ def _put_order(
     for i, q in lines
   ]
   total = round(sum(r["quantity"] * r["unit_cost"] for r in rows), 2)
-  created = _s0_now(ctx) - timedelta(days=ctx.rng.randint(1, 6), hours=ctx.rng.randint(0, 8))
+  created = s0_now(ctx, S) - timedelta(days=ctx.rng.randint(1, 6), hours=ctx.rng.randint(0, 8))
   submitted = created + timedelta(hours=2) if status != "draft" else None
   approver = None
   if status in ("approved", "cancelled") and total > 10_000:
@@ -124,13 +105,13 @@ def _put_order(
     "id": oid,
     "reference": reference,
     "vendor_id": vendor.id,
-    "requester": requester or w.people[0].email,
+    "requester": requester or user_email(ctx),
     "approver": approver,
     "lines": rows,
     "currency": vendor.currency,
     "total": total,
     "status": status,
-    "expected_date": (_s0_now(ctx) + timedelta(days=ctx.rng.randint(7, 20))).date().isoformat(),
+    "expected_date": (s0_now(ctx, S) + timedelta(days=ctx.rng.randint(7, 20))).date().isoformat(),
     "notes": f"For {topic(ctx)}",
     "created_at": iso(created),
     "submitted_at": iso(submitted) if submitted else None,
@@ -176,7 +157,7 @@ def order_total(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f"the total of purchase order {po['reference']}",
-    [_money(po["total"], po["currency"])],
+    [money(po["total"], po["currency"])],
   )
 
 
@@ -195,7 +176,7 @@ def approved_order_totals(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f"the totals of the approved purchase orders requested by {who.name} ({who.email})",
-    [_money(o["total"], o["currency"]) for o in orders],
+    [money(o["total"], o["currency"]) for o in orders],
   )
 
 
@@ -241,7 +222,7 @@ def standard_cost(ctx: AuthorContext, found: Found) -> Found | None:
   return Found(
     "money",
     "the standard unit cost we pay for that item",
-    [_money(cost, currency)],
+    [money(cost, currency)],
     answer=f"The standard unit cost of the {item['name']} ({sku}) is {cost:,.2f} {currency}.",
   )
 
@@ -251,7 +232,7 @@ def standard_cost(ctx: AuthorContext, found: Found) -> Found | None:
 
 def _draft_target(ctx: AuthorContext) -> dict:
   vendor = _vendor(ctx)
-  due = (_s0_now(ctx) + timedelta(days=ctx.rng.randint(10, 21))).date().isoformat()
+  due = (s0_now(ctx, S) + timedelta(days=ctx.rng.randint(10, 21))).date().isoformat()
   return {
     "vendor": vendor,
     "item": ctx.choice(vendor["items"]),
@@ -267,7 +248,6 @@ def _purchasable(ctx: AuthorContext, sku: str) -> None:
 
 def _draft_for_sku(ctx: AuthorContext, t: dict, v: Value) -> None:
   _purchasable(ctx, v.value)
-  _once(t, v)
   ctx.call(
     S,
     "create_purchase_order",
@@ -304,13 +284,8 @@ facets.add_sink(
 
 
 def _draft_due(ctx: AuthorContext, t: dict, v: Value) -> None:
-  try:
-    day = date.fromisoformat(str(v.value))
-  except ValueError as err:
-    raise AuthoringError("not_a_date", str(v.value)) from err
-  if day < ctx.state(S).now.date():
+  if day_of(v) < today(ctx, S):
     raise AuthoringError("date_in_past", str(v.value))
-  _once(t, v)
   ctx.call(
     S,
     "create_purchase_order",
@@ -347,7 +322,6 @@ facets.add_sink(
 
 
 def _draft_with_contact(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t, v)
   ctx.call(
     S,
     "create_purchase_order",
@@ -395,11 +369,8 @@ def _approval_target(ctx: AuthorContext) -> dict:
 
 def _approve(ctx: AuthorContext, t: dict, v: Value) -> None:
   email = str(v.value).lower()
-  if world(ctx.env.seed).person(email) is None or email == t["requester"]:
+  if employee(ctx, email) is None or email == t["requester"]:
     raise AuthoringError("approver_not_eligible", email)
-  if t.get("approved"):
-    raise AuthoringError("sink_takes_one_value", email)
-  t["approved"] = email
   ctx.call(S, "approve_purchase_order", po=t["reference"], approver=email)
 
 
@@ -418,6 +389,7 @@ facets.add_sink(
       f"approve purchase order {t['reference']}, recording {obj} as the approver"
     ),
     text=lambda ctx, t, v: f"{t['reference']} is approved by {v.label}.",
+    single=True,
   )
 )
 
@@ -430,10 +402,7 @@ def _add_line_target(ctx: AuthorContext) -> dict:
 
 
 def _add_line(ctx: AuthorContext, t: dict, v: Value) -> None:
-  qty = _units(v)
-  if t.get("added"):
-    raise AuthoringError("sink_takes_one_value", t["item"]["id"])
-  t["added"] = qty
+  qty = units(v, most=1_000_000)
   ctx.call(S, "add_po_line", po=t["reference"], sku=t["item"]["id"], quantity=qty)
 
 
@@ -464,6 +433,7 @@ for aggregates in (False, True):
         f"{t['reference']} has a line of {v.label} units of {t['item']['id']}."
       ),
       aggregates=aggregates,
+      single=not aggregates,
     )
   )
 
@@ -489,11 +459,10 @@ def _outstanding_first(ctx: AuthorContext) -> tuple[Found, dict]:
 
 
 def _receive(ctx: AuthorContext, t: dict, v: Value) -> None:
-  qty = _units(v)
+  qty = units(v, most=1_000_000)
   left = ctx.state(S).orders.get(t["id"]).lines[0]
   if qty > left.quantity - left.received:
     raise AuthoringError("more_than_outstanding", str(qty))
-  _once(t, v)
   ctx.call(S, "receive_items", po=t["reference"], lines=[{"sku": t["item"]["id"], "quantity": qty}])
 
 

@@ -3,13 +3,13 @@ approving, sending and extending quotes as sinks; the requote revisit (its total
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import timedelta
 
 from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
 from envs._world import world
-from envs.facets._common import iso
+from envs.facets._common import day_of, employee, fresh_number, iso, today, units, user_email
 from envs.quotes import _line, _totals
 
 S = "quotes"
@@ -32,11 +32,9 @@ def _number(ctx: AuthorContext) -> str:
   """A quote number outside the range the service and its generator hand out."""
   state = ctx.state(S)
   taken = {q.number for q in state.quotes}
-  for _ in range(50):
-    number = f"Q-{state.now.year}-{ctx.rng.randint(2000, 2999)}"
-    if number not in taken:
-      return number
-  raise AuthoringError("quote_numbers_exhausted")
+  return fresh_number(
+    ctx, f"Q-{state.now.year}-{{}}", (2000, 2999), taken, "quote_numbers_exhausted"
+  )
 
 
 def _put_quote(
@@ -67,7 +65,7 @@ def _put_quote(
     "number": _number(ctx),
     "account": customer.name,
     "contact_email": ctx.choice(customer.contacts).email,
-    "owner": w.people[0].email,
+    "owner": user_email(ctx),
     "currency": w.currency,
     "status": status,
     "valid_until": (state.now.date() + timedelta(days=rng.randint(10, 30))).isoformat(),
@@ -213,24 +211,6 @@ def latest_quote_total(ctx: AuthorContext, found: Found) -> Found | None:
 # --- sinks -----------------------------------------------------------------------------------
 
 
-def _once(target: dict) -> None:
-  """Sinks that set one field take one value: a fan-out would overwrite itself."""
-  if target.get("_acted"):
-    raise AuthoringError("sink_takes_one_value")
-  target["_acted"] = True
-
-
-def _units(value: Value) -> int:
-  """An incoming quantity as the whole number of units a quote line takes."""
-  try:
-    n = float(value.number if value.number is not None else value.value)
-  except (TypeError, ValueError) as err:
-    raise AuthoringError("not_a_quantity", str(value.value)) from err
-  if n != int(n) or not 1 <= n <= 100_000:
-    raise AuthoringError("quantity_not_quotable", str(value.value))
-  return int(n)
-
-
 def _add_target(ctx: AuthorContext) -> dict:
   # An empty draft: whatever product the walk brings is new on it.
   q = _scenario_quote(ctx, lines=0)
@@ -267,16 +247,15 @@ facets.add_sink(
 
 
 def _set_quantity(ctx: AuthorContext, q: dict, value: Value) -> None:
-  _once(q)
-  units, line = _units(value), q["lines"][0]
-  if units == line["quantity"]:
-    raise AuthoringError("quantity_unchanged", str(units))
-  ctx.call(S, "update_line_item", quote_id=q["id"], line_id=line["id"], quantity=units)
+  count, line = units(value, reason="quantity_not_quotable"), q["lines"][0]
+  if count == line["quantity"]:
+    raise AuthoringError("quantity_unchanged", str(count))
+  ctx.call(S, "update_line_item", quote_id=q["id"], line_id=line["id"], quantity=count)
 
 
 def _quantity_check(ctx: AuthorContext, q: dict, value: Value) -> dict:
   return all_of(
-    record_is(S, "quotes", q["id"], "lines.quantity", _units(value)),
+    record_is(S, "quotes", q["id"], "lines.quantity", units(value, reason="quantity_not_quotable")),
     record_is(S, "quotes", q["id"], "lines.sku", q["lines"][0]["sku"], "contains"),
   )
 
@@ -295,6 +274,7 @@ for aggregates in (False, True):
       ),
       text=lambda ctx, q, v: f"Quote {q['number']} is for {v.label} x {q['lines'][0]['name']}.",
       aggregates=aggregates,
+      single=not aggregates,
     )
   )
 
@@ -304,9 +284,8 @@ def _approval_target(ctx: AuthorContext) -> dict:
 
 
 def _approve(ctx: AuthorContext, q: dict, value: Value) -> None:
-  _once(q)
   email = str(value.value).lower()
-  if world(ctx.env.seed).person(email) is None:
+  if employee(ctx, email) is None:
     raise AuthoringError("approver_not_employee", email)  # approvers are managers here
   if email == q["owner"]:
     raise AuthoringError("approver_owns_quote", email)
@@ -328,6 +307,7 @@ facets.add_sink(
       f"mark the discount on {_named(q)}, which is waiting for approval, as approved by {obj}"
     ),
     text=lambda ctx, q, v: f"Quote {q['number']} is approved by {v.label}.",
+    single=True,
   )
 )
 
@@ -337,7 +317,6 @@ def _send_target(ctx: AuthorContext) -> dict:
 
 
 def _send_to(ctx: AuthorContext, q: dict, value: Value) -> None:
-  _once(q)
   email = str(value.value).lower()
   if email == q["contact_email"]:
     raise AuthoringError("contact_unchanged", email)
@@ -358,17 +337,14 @@ facets.add_sink(
     ),
     phrase=lambda ctx, q, obj: f"make {obj} the contact on draft {_named(q)} and send it",
     text=lambda ctx, q, v: f"Quote {q['number']} was sent with {v.label} as its contact.",
+    single=True,
   )
 )
 
 
 def _extend(ctx: AuthorContext, q: dict, value: Value) -> None:
-  _once(q)
-  try:
-    day = date.fromisoformat(str(value.value))
-  except ValueError as err:
-    raise AuthoringError("not_a_date", str(value.value)) from err
-  if day < ctx.state(S).now.date() or day.isoformat() == q["valid_until"]:
+  day = day_of(value)
+  if day < today(ctx, S) or day.isoformat() == q["valid_until"]:
     raise AuthoringError("validity_not_extendable", day.isoformat())
   ctx.call(S, "update_quote", quote_id=q["id"], valid_until=day.isoformat())
 
@@ -383,6 +359,7 @@ facets.add_sink(
     check=lambda ctx, q, v: record_is(S, "quotes", q["id"], "valid_until", str(v.value)),
     phrase=lambda ctx, q, obj: f"make draft {_named(q)} valid until {obj}",
     text=lambda ctx, q, v: f"Quote {q['number']} is valid until {v.label}.",
+    single=True,
   )
 )
 
@@ -428,6 +405,7 @@ facets.add_revisit(
       check=_quantity_check,
       phrase=lambda ctx, q, obj: f"change the quantity on draft {_named(q)} to {obj}",
       text=lambda ctx, q, v: f"Quote {q['number']} is for {v.label} units.",
+      single=True,
     ),
     second=_total_second,
   )

@@ -3,32 +3,32 @@ offers and rejections as sinks; the counter-offer revisit (the offered salary ch
 
 from __future__ import annotations
 
-import re
-from datetime import date, datetime, timedelta
+from datetime import timedelta
 
 from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
 from envs._world import COMPANIES, CUSTOMER_NAMES, FIRST, LAST, world
-from envs.facets._common import future_slot, iso
+from envs.facets._common import (
+  amount_of,
+  currency_of,
+  day_of,
+  employee,
+  future_slot,
+  future_time,
+  iso,
+  money,
+  money_label,
+  time_label,
+  today,
+)
 from envs.recruiting import MAILBOXES, NOTES, ROUNDS, SALARY
 
 S = "recruiting"
 
 
-def _money(amount: float, currency: str) -> str:
-  return f"{amount:,.2f} {currency}"
-
-
 def _offer_value(offer: dict) -> Value:
-  return Value(offer["salary"], _money(offer["salary"], offer["currency"]), offer["salary"])
-
-
-def _currency_of(ctx: AuthorContext, v: Value) -> str:
-  """The currency a money value was read in (its label names it last, "1,250.00 EUR"), else
-  the company's."""
-  code = v.label.rsplit(" ", 1)[-1]
-  return code if re.fullmatch(r"[A-Z]{3}", code) else world(ctx.env.seed).currency
+  return money(offer["salary"], offer["currency"])
 
 
 def _salary_amount(v: Value) -> float:
@@ -40,13 +40,6 @@ def _salary_amount(v: Value) -> float:
 
 def _salary(ctx: AuthorContext, department: str) -> float:
   return float(SALARY.get(department, 85) * 1000 + ctx.rng.randint(0, 30) * 500)
-
-
-def _once(target: dict) -> None:
-  """This write takes one value: a fan-out of several would overwrite itself."""
-  if target.get("done"):
-    raise AuthoringError("single_value_sink")
-  target["done"] = True
 
 
 def _new_name(ctx: AuthorContext) -> str:
@@ -292,23 +285,13 @@ def _screen_target(ctx: AuthorContext) -> dict:
   return {**c, "app": app["id"], "hm": c["job"]["hiring_manager"], "hm_label": _hm(ctx, c)}
 
 
-def _future(ctx: AuthorContext, v: Value) -> str:
-  """``v`` as a time the service accepts for an interview: naive ISO, after now."""
-  try:
-    when = datetime.fromisoformat(str(v.value))
-  except ValueError as err:
-    raise AuthoringError("not_a_datetime", str(v.value)) from err
-  if when.tzinfo is not None or when <= ctx.state(S).now:
-    raise AuthoringError("datetime_not_ahead", str(v.value))
-  return str(v.value)
-
-
 def _schedule_screen(ctx: AuthorContext, t: dict, v: Value) -> None:
+  future_time(ctx, S, v, "datetime_not_ahead")  # the service takes it as it was handed on
   ctx.call(
     S,
     "schedule_interview",
     application_id=t["app"],
-    scheduled_at=_future(ctx, v),
+    scheduled_at=str(v.value),
     interviewers=[t["hm"]],
     title="Phone screen",
     duration_minutes=30,
@@ -347,7 +330,7 @@ def _panel_target(ctx: AuthorContext) -> dict:
 
 def _add_interviewer(ctx: AuthorContext, t: dict, v: Value) -> None:
   email = str(v.value).lower()
-  if world(ctx.env.seed).person(email) is None:
+  if employee(ctx, email) is None:
     raise AuthoringError("not_an_employee", email)
   ctx.call(
     S,
@@ -377,7 +360,7 @@ facets.add_sink(
     ),
     phrase=lambda ctx, t, obj: (
       f"schedule a one-hour team interview for {t['name']}, our candidate for the "
-      f"{t['title']} role, at {t['at'].replace('T', ' ')[:16]} with {obj} as the interviewer"
+      f"{t['title']} role, at {time_label(t['at'])} with {obj} as the interviewer"
     ),
     text=lambda ctx, t, v: f"{v.label} interviews {t['name']} at {t['at']}.",
   )
@@ -401,12 +384,8 @@ def _salary_is(amount: float) -> dict:
 
 
 def _offer_start(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t)
-  try:
-    start = date.fromisoformat(str(v.value))
-  except ValueError as err:
-    raise AuthoringError("not_a_date", str(v.value)) from err
-  if start <= ctx.state(S).now.date():
+  start = day_of(v)
+  if start <= today(ctx, S):
     raise AuthoringError("date_not_ahead", str(v.value))
   ctx.call(
     S, "make_offer", application_id=t["app"], salary=t["salary"], start_date=start.isoformat()
@@ -430,10 +409,11 @@ facets.add_sink(
     ),
     phrase=lambda ctx, t, obj: (
       f"extend {t['name']} an offer for the {t['title']} role at "
-      f"{_money(t['salary'], world(ctx.env.seed).currency)} a year, with {obj} as the start "
+      f"{money_label(t['salary'], world(ctx.env.seed).currency)} a year, with {obj} as the start "
       "date"
     ),
     text=lambda ctx, t, v: f"{t['name']} has an offer starting {v.label}.",
+    single=True,
   )
 )
 
@@ -444,7 +424,6 @@ def _reject_target(ctx: AuthorContext) -> dict:
 
 
 def _reject(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t)
   ctx.call(S, "reject_application", application_id=t["app"], reason=str(v.value))
 
 
@@ -463,6 +442,7 @@ facets.add_sink(
       f"reject {t['name']}'s application for the {t['title']} role, giving {obj} as the reason"
     ),
     text=lambda ctx, t, v: f"{t['name']} is rejected with the reason {v.label!r}.",
+    single=True,
   )
 )
 
@@ -494,7 +474,7 @@ def _raise(ctx: AuthorContext, t: dict, v: Value) -> float:
   """The new salary: the old one raised by ``v``, a raise a hiring team would consider (in
   the offer's currency, at most a third of the salary)."""
   amount = _salary_amount(v)
-  if _currency_of(ctx, v) != t["currency"]:
+  if (currency_of(v) or world(ctx.env.seed).currency) != t["currency"]:
     raise AuthoringError("currency_mismatch", v.label)
   if amount > t["salary"] / 3:
     raise AuthoringError("raise_too_large", v.label)
@@ -502,15 +482,13 @@ def _raise(ctx: AuthorContext, t: dict, v: Value) -> float:
 
 
 def _counter(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t)
   salary = _raise(ctx, t, v)
   ctx.call(S, "respond_to_offer", offer_id=t["offer"], accepted=False)
   ctx.call(S, "make_offer", application_id=t["app"], salary=salary, start_date=t["start"])
 
 
 def _counter_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
-  amount = v.number if v.number is not None else v.value
-  amount = float(amount) if isinstance(amount, (int, float)) else 0.0
+  amount = amount_of(v)
   return all_of(
     record_is(S, "offers", t["offer"], "status", "declined"),
     exists(
@@ -555,6 +533,7 @@ facets.add_revisit(
         f"salary raised by {obj}, keeping the same start date"
       ),
       text=lambda ctx, t, v: f"{t['name']} has a new offer raised by {v.label}.",
+      single=True,
     ),
     second=_offer_second,
   )

@@ -4,41 +4,23 @@ address gets a new tracking number, so the first one is stale)."""
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 
 from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
 from envs._world import CITIES, world
-from envs.facets._common import colleague, iso
+from envs.facets._common import colleague, day_of, fresh_number, iso, s0_now, today
 from envs.shipping import CARRIERS, HOME_COUNTRY, LEVELS, ShippingService, tracking_number
 
 S = "shipping"
 COUNTRY_OF = {city: country for city, country, *_ in CITIES}
 
 
-def _s0_now(ctx: AuthorContext) -> datetime:
-  """s0's time: scenario records are dated before it even when earlier steps of the walk
-  have already advanced the live clock (the records are put into s0, not made later)."""
-  return datetime.fromisoformat(ctx.since(S))
-
-
 def _order_ref(ctx: AuthorContext) -> str:
   """An order number no parcel is shipped for yet."""
   used = {s.order_reference for s in ctx.state(S).shipments}
-  for _ in range(50):
-    ref = f"SO-{ctx.rng.randint(10000, 99999)}"
-    if ref not in used:
-      return ref
-  raise AuthoringError("no_fresh_reference")
-
-
-def _once(t: dict, value: Value) -> None:
-  """Each value of a fan-out once: a repeated value would make one of two writes redundant."""
-  seen = t.setdefault("seen", [])
-  if value.value in seen:
-    raise AuthoringError("repeated_value", str(value.value))
-  seen.append(value.value)
+  return fresh_number(ctx, "SO-{}", (10000, 99999), used, "no_fresh_reference")
 
 
 def _carrier_of(number: str) -> str:
@@ -65,7 +47,7 @@ def _put_shipment(
   carrier = carrier or ctx.choice(CARRIERS)
   level = level or ctx.choice(LEVELS)
   weight = round(ctx.rng.uniform(0.5, 12.0), 1)
-  created = _s0_now(ctx) - timedelta(hours=ctx.rng.randint(2, 20))
+  created = s0_now(ctx, S) - timedelta(hours=ctx.rng.randint(2, 20))
   rate = state.rates.get(f"{carrier}:{level}")
   quote = ShippingService._quote(rate, HOME_COUNTRY, venue.country, weight, created.date())
   events = [
@@ -184,7 +166,7 @@ def _pickup_day(ctx: AuthorContext, carrier: str) -> date:
   """A day in the coming week (not a Sunday) with no pickup of ``carrier`` yet."""
   state = ctx.state(S)
   booked = {p.date for p in state.pickups if p.carrier == carrier}
-  days = [_s0_now(ctx).date() + timedelta(days=d) for d in range(1, 8)]
+  days = [s0_now(ctx, S).date() + timedelta(days=d) for d in range(1, 8)]
   return ctx.choice([d for d in days if d.weekday() != 6 and d not in booked])
 
 
@@ -207,7 +189,7 @@ def pickup_label_prices(ctx: AuthorContext) -> Found:
       "date": day.isoformat(),
       "shipment_ids": ids,
       "status": "scheduled",
-      "created_at": iso(_s0_now(ctx) - timedelta(hours=1)),
+      "created_at": iso(s0_now(ctx, S) - timedelta(hours=1)),
     },
   )
   pickups = ctx.call(S, "list_pickups", carrier=carrier)["items"]
@@ -282,7 +264,6 @@ def _label_to_place(ctx: AuthorContext) -> dict:
 
 def _ship_to_place(ctx: AuthorContext, t: dict, v: Value) -> None:
   place = _place(v)
-  _once(t, v)
   ctx.call(
     S,
     "create_shipment",
@@ -321,7 +302,6 @@ facets.add_sink(
 
 
 def _ship_to_person(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t, v)
   ctx.call(
     S,
     "create_shipment",
@@ -376,15 +356,9 @@ def _pickup_target(ctx: AuthorContext) -> dict:
 
 
 def _book_pickup(ctx: AuthorContext, t: dict, v: Value) -> None:
-  try:
-    day = date.fromisoformat(str(v.value))
-  except ValueError as err:
-    raise AuthoringError("not_a_date", str(v.value)) from err
-  if day < ctx.state(S).now.date() or day.weekday() == 6:
+  day = day_of(v)
+  if day < today(ctx, S) or day.weekday() == 6:
     raise AuthoringError("no_pickup_that_day", str(v.value))
-  if t.get("booked"):
-    raise AuthoringError("sink_takes_one_value", str(v.value))
-  t["booked"] = v.value
   ctx.call(S, "schedule_pickup", carrier=t["carrier"], date=v.value, shipment_ids=t["ids"])
 
 
@@ -411,6 +385,7 @@ facets.add_sink(
     text=lambda ctx, t, v: (
       f"A {t['carrier']} pickup on {v.label} collects the parcels of {' and '.join(t['refs'])}."
     ),
+    single=True,
   )
 )
 
@@ -420,9 +395,6 @@ facets.add_sink(
 
 def _relabel(ctx: AuthorContext, parcel: dict, v: Value) -> None:
   place = _place(v)
-  if parcel.get("relabelled"):
-    raise AuthoringError("sink_takes_one_value", str(v.value))
-  parcel["relabelled"] = place
   ctx.call(S, "cancel_shipment", shipment_id=parcel["id"])
   ctx.call(
     S,
@@ -488,6 +460,7 @@ facets.add_revisit(
         f"The parcel for {p['order_reference']} was relabelled to {v.label} and the old label "
         "voided."
       ),
+      single=True,
     ),
     second=_new_tracking,
   )

@@ -9,13 +9,9 @@ from compoworld.authoring import AuthorContext
 from compoworld.facets import Found, Sink, Value, facets
 from compoworld.rubric import exists, where
 from envs._world import world
-from envs.facets._common import colleague, iso, topic
+from envs.facets._common import colleague, iso, topic, user_email
 
 S = "simosphere"
-
-
-def _me(ctx: AuthorContext) -> str:
-  return world(ctx.env.seed).people[0].email
 
 
 @facets.source(S, "person.email")
@@ -31,7 +27,7 @@ def sender_of_request(ctx: AuthorContext) -> Found:
       "thread_id": ctx.fresh_id("thr"),
       "folder": "inbox",
       "sender": who.email,
-      "to": [_me(ctx)],
+      "to": [user_email(ctx)],
       "subject": subject,
       "body": f"Hi, could you loop me in on {about}? Thanks, {who.name}",
       "sent_at": iso(ctx.state(S).now - timedelta(hours=ctx.rng.randint(2, 40))),
@@ -66,7 +62,7 @@ def roster_members(ctx: AuthorContext) -> Found:
       "title": title,
       "kind": "sheet",
       "content": "\n".join(rows),
-      "owner": _me(ctx),
+      "owner": user_email(ctx),
       "updated_at": iso(ctx.state(S).now - timedelta(days=1)),
     },
   )

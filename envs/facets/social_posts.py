@@ -11,7 +11,7 @@ from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
 from envs._world import world
-from envs.facets._common import colleague, iso, topic
+from envs.facets._common import colleague, employee, future_time, iso, time_label, topic
 
 S = "social_posts"
 
@@ -21,10 +21,6 @@ LINES = (
   "Behind the scenes of {about}. Proud of this team.",
   "{about} is almost here. Here's what to expect.",
 )
-
-
-def _when_label(value: str) -> str:
-  return value.replace("T", " ")[:16]
 
 
 def _profile(ctx: AuthorContext, networks: tuple[str, ...] = tuple(NETWORK_NAMES)) -> dict:
@@ -121,7 +117,7 @@ def post_publish_time(ctx: AuthorContext) -> Found:
   return Found(
     "datetime",
     f"when our {net} post about {about} is scheduled to go out",
-    [Value(when, _when_label(when))],
+    [Value(when, time_label(when))],
     context={"date": when[:10]},
   )
 
@@ -154,7 +150,7 @@ def draft_by_author(ctx: AuthorContext, found: Found) -> Found | None:
   """A colleague has a draft waiting on one network: its text, found among that network's
   drafts by its author."""
   email = str(found.values[0].value).lower()
-  if world(ctx.env.seed).person(email) is None:
+  if employee(ctx, email) is None:
     return None  # only colleagues write our posts
   state = ctx.state(S)
   busy = {p.profile_id for p in state.posts if p.author == email and p.status == "draft"}
@@ -177,24 +173,6 @@ def draft_by_author(ctx: AuthorContext, found: Found) -> Found | None:
 
 
 # --- sinks -----------------------------------------------------------------------------------
-
-
-def _once(target: dict) -> None:
-  """Sinks that set one field take one value: a fan-out would overwrite itself."""
-  if target.get("_acted"):
-    raise AuthoringError("sink_takes_one_value")
-  target["_acted"] = True
-
-
-def _publish_time(ctx: AuthorContext, value: Value) -> str:
-  """An incoming time a post can be scheduled for: naive ISO 8601, in the future."""
-  try:
-    when = datetime.fromisoformat(str(value.value))
-  except ValueError as err:
-    raise AuthoringError("not_a_datetime", str(value.value)) from err
-  if when.tzinfo is not None or when <= ctx.state(S).now:
-    raise AuthoringError("time_not_schedulable", str(value.value))
-  return iso(when)
 
 
 def _text_target(ctx: AuthorContext) -> dict:
@@ -262,8 +240,7 @@ def _draft_to_schedule(ctx: AuthorContext) -> dict:
 
 
 def _schedule(ctx: AuthorContext, post: dict, value: Value) -> None:
-  _once(post)
-  when = _publish_time(ctx, value)
+  when = iso(future_time(ctx, S, value, "time_not_schedulable"))
   if when == post.get("scheduled_at"):
     raise AuthoringError("publish_time_unchanged", when)
   ctx.call(S, "schedule_post", post_id=post["id"], scheduled_at=when)
@@ -287,6 +264,7 @@ facets.add_sink(
     check=_scheduled_check,
     phrase=lambda ctx, p, obj: f"schedule our draft {p['net']} post about {p['about']} for {obj}",
     text=lambda ctx, p, v: f"The {p['net']} post about {p['about']} is scheduled for {v.label}.",
+    single=True,
   )
 )
 
@@ -297,7 +275,6 @@ def _draft_without_image(ctx: AuthorContext) -> dict:
 
 
 def _attach(ctx: AuthorContext, post: dict, value: Value) -> None:
-  _once(post)
   link = str(value.value)
   if not re.match(r"^https?://\S+$", link):
     raise AuthoringError("not_a_media_link", link)
@@ -316,6 +293,7 @@ facets.add_sink(
       f"attach {obj} as the image of our draft {p['net']} post about {p['about']}"
     ),
     text=lambda ctx, p, v: f"The {p['net']} post about {p['about']} shows {v.label}.",
+    single=True,
   )
 )
 
@@ -329,7 +307,7 @@ def _time_first(ctx: AuthorContext) -> tuple[Found, dict]:
   found = Found(
     "datetime",
     f"when our {net} post about {about} is scheduled to go out",
-    [Value(post["scheduled_at"], _when_label(post["scheduled_at"]))],
+    [Value(post["scheduled_at"], time_label(post["scheduled_at"]))],
     context={"date": post["scheduled_at"][:10]},
   )
   return found, target
@@ -341,10 +319,10 @@ def _time_second(ctx: AuthorContext, post: dict) -> Found:
   return Found(
     "datetime",
     f"the new publish time of our {post['net']} post about {post['about']}",
-    [Value(when, _when_label(when))],
+    [Value(when, time_label(when))],
     stale=post["scheduled_at"],  # the time the first read saw
     context={"date": when[:10]},
-    answer=f"The {post['net']} post about {post['about']} now goes out at {_when_label(when)}.",
+    answer=f"The {post['net']} post about {post['about']} now goes out at {time_label(when)}.",
   )
 
 
@@ -365,6 +343,7 @@ facets.add_revisit(
       check=_scheduled_check,
       phrase=lambda ctx, p, obj: f"move our {p['net']} post about {p['about']} to {obj}",
       text=lambda ctx, p, v: f"The {p['net']} post about {p['about']} goes out at {v.label}.",
+      single=True,
     ),
     second=_time_second,
   )

@@ -5,23 +5,17 @@ orders and fulfilment as sinks; the refund revisit (what a customer has spent dr
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
 from envs._world import FIRST, LAST, STREETS, world
-from envs.facets._common import iso
+from envs.facets._common import amount_is, iso, money, s0_now
 from envs.storefront import _line, _priced
 
 S = "storefront"
 REFUND_REASONS = ("Goodwill credit for a late delivery", "Item arrived damaged", "Price match")
-
-
-def _s0_now(ctx: AuthorContext) -> datetime:
-  """s0's time: scenario records are dated before it even when earlier steps of the walk
-  have already advanced the live clock (the records are put into s0, not made later)."""
-  return datetime.fromisoformat(ctx.since(S))
 
 
 def _slot(ctx: AuthorContext) -> tuple[str, str]:
@@ -33,7 +27,7 @@ def _slot(ctx: AuthorContext) -> tuple[str, str]:
   changed by the walk, not already the scenario's), which keeps the count; otherwise it is the
   next one.
   """
-  state, s0 = ctx.state(S), _s0_now(ctx)
+  state, s0 = ctx.state(S), s0_now(ctx, S)
   if not any(o.created_at >= s0 for o in state.orders):
     return ctx.fresh_id("ord"), f"#{1001 + len(state.orders)}"
   taken = {p.id or (p.record or {}).get("id") for p in ctx.patches if p.service == S}
@@ -51,18 +45,6 @@ def _slot(ctx: AuthorContext) -> tuple[str, str]:
   return order.id, order.reference
 
 
-def _once(t: dict, value: Value) -> None:
-  """Each value of a fan-out once: a repeated value would make one of two writes redundant."""
-  seen = t.setdefault("seen", [])
-  if value.value in seen:
-    raise AuthoringError("repeated_value", str(value.value))
-  seen.append(value.value)
-
-
-def _money(amount: float, currency: str) -> Value:
-  return Value(amount, f"{amount:,.2f} {currency}", float(amount))
-
-
 def _goods(ctx: AuthorContext, n: int, min_price: float = 0.0):
   """``n`` distinct physical products the shop still sells (so warehouses and carriers know
   them too)."""
@@ -78,7 +60,7 @@ def _customer(ctx: AuthorContext, business: bool = False):
   """A customer whose name no other customer shares, so the instruction can name them (for a
   big order, one buying for a company), and who has placed no order during the walk (so their
   latest order and what they have spent are the scenario's doing)."""
-  s0, state = _s0_now(ctx), ctx.state(S)
+  s0, state = s0_now(ctx, S), ctx.state(S)
   busy = {o.customer_id for o in state.orders if o.created_at >= s0}
   customers = list(state.customers)
   names = [c.name for c in customers]
@@ -96,7 +78,7 @@ def _put_order(
   customer = customer or _customer(ctx)
   built = [_line(p, q) for p, q in lines]
   price = _priced(built, 0, customer.country)
-  created = _s0_now(ctx) - timedelta(minutes=ctx.rng.randint(*age_minutes))
+  created = s0_now(ctx, S) - timedelta(minutes=ctx.rng.randint(*age_minutes))
   paid = status in ("paid", "fulfilled")
   oid, reference = slot or _slot(ctx)
   record = {
@@ -183,7 +165,7 @@ def company_buyers(ctx: AuthorContext) -> Found:
         "city": company.city,
         "country": company.country,
         "accepts_marketing": accepts,
-        "created_at": iso(_s0_now(ctx) - timedelta(days=ctx.rng.randint(20, 300))),
+        "created_at": iso(s0_now(ctx, S) - timedelta(days=ctx.rng.randint(20, 300))),
       },
     )
   hits = ctx.call(S, "search_customers", query=company.name, limit=100)["items"]
@@ -206,7 +188,7 @@ def order_total(ctx: AuthorContext) -> Found:
     ctx, _put_order(ctx, ctx.choice(("pending", "paid")), _small_lines(ctx, 2))["reference"]
   )
   return Found(
-    "money", f"the total of order {order['reference']}", [_money(order["total"], order["currency"])]
+    "money", f"the total of order {order['reference']}", [money(order["total"], order["currency"])]
   )
 
 
@@ -260,7 +242,7 @@ def shop_price(ctx: AuthorContext, found: Found) -> Found | None:
   return Found(
     "money",
     "the price our shop sells that product for",
-    [_money(product["price"], currency)],
+    [money(product["price"], currency)],
     answer=f"The {product['name']} ({sku}) sells for {product['price']:,.2f} {currency}.",
   )
 
@@ -286,7 +268,6 @@ def _refund(ctx: AuthorContext, t: dict, v: Value) -> None:
   order = ctx.state(S).orders.get(t["id"])
   if not 0 < amount <= round(order.paid_amount - order.refunded_amount, 2):
     raise AuthoringError("refund_exceeds_paid", f"{amount} on {t['ref']}")
-  _once(t, v)
   ctx.call(S, "refund_order", order=t["ref"], amount=amount, reason=t["reason"])
 
 
@@ -295,7 +276,7 @@ def _refund_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
     S,
     "refunds",
     where("reference", t["ref"]),
-    {"field": "amount", "cmp": "approx", "value": v.value, "tolerance": 0.005},
+    amount_is("amount", v.value),
     where("created_at", ctx.since(S), "ge"),
   )
 
@@ -328,7 +309,6 @@ def _order_sku(ctx: AuthorContext, t: dict, v: Value) -> None:
   product = ctx.state(S).products.find(v.value)
   if product is None or not product.active:
     raise AuthoringError("product_not_sold", str(v.value))
-  _once(t, v)
   ctx.call(
     S,
     "create_order",
@@ -366,9 +346,6 @@ def _fulfil_target(ctx: AuthorContext) -> dict:
 
 
 def _fulfil(ctx: AuthorContext, t: dict, v: Value) -> None:
-  if t.get("shipped"):
-    raise AuthoringError("sink_takes_one_value", str(v.value))
-  t["shipped"] = v.value
   ctx.call(S, "fulfill_order", order=t["ref"], tracking_number=v.value)
 
 
@@ -387,6 +364,7 @@ facets.add_sink(
       f"mark order {t['ref']} as shipped with {obj} as its tracking number"
     ),
     text=lambda ctx, t, v: f"Order {t['ref']} is fulfilled with tracking number {v.label}.",
+    single=True,
   )
 )
 
@@ -411,14 +389,14 @@ def _spent_first(ctx: AuthorContext) -> tuple[Found, dict]:
     "reason": ctx.choice(REFUND_REASONS),
   }
   found = Found(
-    "money", f"the total {customer.name} has spent in our shop", [_money(spent, currency)]
+    "money", f"the total {customer.name} has spent in our shop", [money(spent, currency)]
   )
   return found, target
 
 
 def _spent_second(ctx: AuthorContext, t: dict) -> Found:
   spent = ctx.call(S, "get_customer_orders", customer_id=t["customer_id"])["total_spent"]
-  value = _money(spent, t["currency"])
+  value = money(spent, t["currency"])
   return Found(
     "money",
     f"the total {t['name']} has spent in our shop after that refund",

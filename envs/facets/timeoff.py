@@ -8,43 +8,20 @@ from datetime import date, timedelta
 from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import all_of, exists, record_is, where
-from envs._world import world
-from envs.facets._common import iso
+from envs.facets._common import day_label, day_of, in_use, iso, today, user_email
 from envs.timeoff import NOTES, Employee, _business_days, _overlapping
 
 S = "timeoff"
-
-
-def _busy(ctx: AuthorContext) -> set[str]:
-  """Employees this task's time-off facets set up or change: never picked twice, so a scenario
-  request or balance edit never lands on one an earlier step of the probe already wrote."""
-  return ctx.scratch.setdefault("timeoff_busy", set())
-
-
-def _day(d: date | str) -> str:
-  d = date.fromisoformat(d) if isinstance(d, str) else d
-  return f"{d:%A}, {d:%B} {d.day}"
 
 
 def _who(emp: Employee) -> str:
   return f"{emp.name} (employee {emp.id})"
 
 
-def _once(target: dict) -> None:
-  """This write takes one value: a fan-out of several would overwrite itself."""
-  if target.get("done"):
-    raise AuthoringError("single_value_sink")
-  target["done"] = True
-
-
-def _today(ctx: AuthorContext) -> date:
-  return ctx.state(S).now.date()
-
-
 def _workday(ctx: AuthorContext, lo: int, hi: int) -> date:
   """A business day (no weekend, no company holiday) ``lo``..``hi`` days from today."""
   state = ctx.state(S)
-  day = _today(ctx) + timedelta(days=ctx.rng.randint(lo, hi))
+  day = today(ctx, S) + timedelta(days=ctx.rng.randint(lo, hi))
   while day.weekday() >= 5 or day.isoformat() in state.holidays:
     day += timedelta(days=1)
   return day
@@ -61,14 +38,14 @@ def _free(ctx: AuthorContext, emp: Employee, start: date, end: date) -> bool:
 def _no_plans(ctx: AuthorContext, emp: Employee) -> bool:
   """Nothing pending or approved from today on: any later dates are free."""
   return not any(
-    r.employee_id == emp.id and r.status in ("pending", "approved") and r.end_date >= _today(ctx)
+    r.employee_id == emp.id and r.status in ("pending", "approved") and r.end_date >= today(ctx, S)
     for r in ctx.state(S).requests
   )
 
 
 def _colleagues(ctx: AuthorContext, ok=lambda e: True) -> list[Employee]:
   """Employees other than the user and the CEO that no time-off facet of this task used yet."""
-  me, busy = world(ctx.env.seed).people[0].email, _busy(ctx)
+  me, busy = user_email(ctx), in_use(ctx, S)
   return sorted(
     (
       e
@@ -82,7 +59,7 @@ def _colleagues(ctx: AuthorContext, ok=lambda e: True) -> list[Employee]:
 def _pick(ctx: AuthorContext, ok=lambda e: True, reserve: bool = True) -> Employee:
   emp = ctx.choice(_colleagues(ctx, ok))
   if reserve:
-    _busy(ctx).add(emp.id)
+    in_use(ctx, S).add(emp.id)
   return emp
 
 
@@ -149,14 +126,14 @@ def off_on_day(ctx: AuthorContext) -> Found:
     teams.setdefault(e.department, []).append(e)
   dept = ctx.choice(sorted(d for d, members in teams.items() if len(members) >= 4))
   members = ctx.rng.sample(teams[dept], 3)
-  _busy(ctx).update(m.id for m in members)
+  in_use(ctx, S).update(m.id for m in members)
   for i, emp in enumerate(members):
     policy = "sick" if i == 0 else ctx.choice(("vacation", "vacation", "personal"))
     start, end = day, day
     if policy == "vacation":
       start = day - timedelta(days=ctx.rng.randint(0, 2))
       end = day + timedelta(days=ctx.rng.randint(0, 3))
-      if start <= _today(ctx) or not _free(ctx, emp, start, end):
+      if start <= today(ctx, S) or not _free(ctx, emp, start, end):
         start, end = day, day
     if _business_days(start, end, state.holidays) > _available(ctx, emp, policy):
       raise AuthoringError("balance_too_low", emp.id)
@@ -166,7 +143,7 @@ def off_on_day(ctx: AuthorContext) -> Found:
   sick = list(dict.fromkeys(o["email"] for o in out if o["policy_id"] == "sick"))
   return Found(
     "person.email",
-    f"the people in {dept} who are off on {_day(day)}",
+    f"the people in {dept} who are off on {day_label(day)}",
     [Value(e, e) for e in away if e not in sick],
     excluded=[Value(e, e) for e in sick],
     exclusion="who is out sick that day",
@@ -236,12 +213,8 @@ def _week_target(ctx: AuthorContext) -> dict:
 
 
 def _book_week(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t)
-  try:
-    start = date.fromisoformat(str(v.value))
-  except ValueError as err:
-    raise AuthoringError("not_a_date", str(v.value)) from err
-  if start <= _today(ctx):
+  start = day_of(v)
+  if start <= today(ctx, S):
     raise AuthoringError("date_not_ahead", str(v.value))
   ctx.call(
     S,
@@ -281,6 +254,7 @@ facets.add_sink(
       f"put in a vacation request for {t['who']} covering the five days that start on {obj}"
     ),
     text=lambda ctx, t, v: f"{t['who']} has a vacation request starting {v.label}.",
+    single=True,
   )
 )
 
@@ -292,7 +266,7 @@ def _personal_day(ctx: AuthorContext, t: dict, v: Value) -> None:
     raise AuthoringError("not_an_employee", str(v.value))
   if _available(ctx, emp, "personal") < 1 or not _free(ctx, emp, day, day):
     raise AuthoringError("personal_day_not_possible", emp.id)
-  _busy(ctx).add(emp.id)  # no later scenario request may be put on a day this one takes
+  in_use(ctx, S).add(emp.id)  # no later scenario request may be put on a day this one takes
   ctx.call(
     S,
     "request_time_off",
@@ -324,7 +298,7 @@ facets.add_sink(
     ),
     phrase=lambda ctx, t, obj: (
       f"request a personal day for {'that employee' if obj == 'it' else obj} on "
-      f'{_day(t["day"])} with the note "{t["note"]}"'
+      f'{day_label(t["day"])} with the note "{t["note"]}"'
     ),
     text=lambda ctx, t, v: f"Employee {v.label} has a personal day requested for {t['day']}.",
   )
@@ -337,7 +311,6 @@ def _deny_target(ctx: AuthorContext) -> dict:
 
 
 def _deny(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t)
   ctx.call(S, "deny_request", request_id=t["id"], note=str(v.value))
 
 
@@ -353,10 +326,11 @@ facets.add_sink(
       record_is(S, "requests", t["id"], "decision_note", str(v.value), "icontains"),
     ),
     phrase=lambda ctx, t, obj: (
-      f"deny the vacation request {t['who']} made for {_day(t['start'])} to "
-      f"{_day(t['end'])}, giving {obj} as the reason"
+      f"deny the vacation request {t['who']} made for {day_label(t['start'])} to "
+      f"{day_label(t['end'])}, giving {obj} as the reason"
     ),
     text=lambda ctx, t, v: f"{t['who']}'s vacation request is denied with the note {v.label!r}.",
+    single=True,
   )
 )
 
@@ -382,7 +356,6 @@ def _vacation_first(ctx: AuthorContext) -> tuple[Found, dict]:
 
 
 def _approve(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _once(t)
   ctx.call(S, "approve_request", request_id=t["id"], note=str(v.value))
 
 
@@ -416,6 +389,7 @@ facets.add_revisit(
       ),
       phrase=lambda ctx, t, obj: f"approve that vacation request with {obj} as the note",
       text=lambda ctx, t, v: f"{t['who']}'s vacation is approved with the note {v.label!r}.",
+      single=True,
     ),
     second=_balance_second,
   )

@@ -11,7 +11,7 @@ from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.facets import Found, Revisit, Sink, Value, facets
 from compoworld.rubric import exists, where
 from envs._world import world
-from envs.facets._common import iso, topic
+from envs.facets._common import iso, topic, user_email
 from envs.warehouse import execute
 
 S = "warehouse"
@@ -159,7 +159,7 @@ def _export_scenario(ctx: AuthorContext) -> dict:
       "name": name,
       "sql": sql,
       "description": f"Orders to review for the {name.removesuffix(' orders')}.",
-      "owner": w.people[0].email,
+      "owner": user_email(ctx),
       "created_at": iso(made - timedelta(days=ctx.rng.randint(3, 30))),
     },
   )
@@ -176,7 +176,7 @@ def _export_scenario(ctx: AuthorContext) -> dict:
       "columns": result["columns"],
       "row_count": result["row_count"],
       "url": f"https://data.{w.domain}/exports/{eid}.csv",
-      "created_by": w.people[0].email,
+      "created_by": user_email(ctx),
       "created_at": iso(made),
       "expires_at": iso(made + timedelta(days=7)),
     },
@@ -304,13 +304,6 @@ def _saved_check(ctx: AuthorContext, t: dict, v: Value, *needles: str) -> dict:
   return checks[0] if len(checks) == 1 else {"op": "any", "checks": checks}
 
 
-def _once(target: dict) -> None:
-  """A sink that makes one export cannot take several values."""
-  if target.get("acted"):
-    raise AuthoringError("sink_takes_one_value")
-  target["acted"] = True
-
-
 def _save(ctx: AuthorContext, t: dict, column: str, v: Value) -> None:
   value = v.value
   if column == "customer":
@@ -388,7 +381,6 @@ def _orders_of(ctx: AuthorContext, column: str, value: str) -> int:
 
 def _export(column: str):
   def act(ctx: AuthorContext, t: dict, v: Value) -> None:
-    _once(t)
     if not _orders_of(ctx, column, str(v.value)):
       raise AuthoringError("nothing_to_export", str(v.value))
     value = _customer(ctx, v.value).name if column == "customer" else v.value
@@ -450,6 +442,7 @@ for kind, column, one in (
           "CSV file"
         ),
         text=lambda ctx, t, v: f"A new CSV export holds every order of {v.label}.",
+        single=True,  # one export
       ),
       second=_export_second,
     )
