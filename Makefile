@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 WORKDIR ?= runs
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= -n auto
 
 .PHONY: setup test lint format demo bench clean
 
