@@ -8,7 +8,7 @@ atomic execution on a fork, error envelopes, the logical clock.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from pydantic import ValidationError
@@ -125,11 +125,12 @@ class Service:
       return envelope.error(400, "invalid_argument", message)
     # Every call runs on a fork; only a successful write is committed. Reads are discarded,
     # so a read-only tool cannot change the state even by mistake.
+    kwargs = {k: _naive(v) for k, v in args.__dict__.items()}
     committed = self.state
     work = committed.fork()
     self.state = work
     try:
-      result = spec.method(self, **args.__dict__)
+      result = spec.method(self, **kwargs)
       data = to_jsonable_python(result)
     except ToolError as err:
       self.state = committed
@@ -148,6 +149,16 @@ class Service:
     else:
       self.state = committed
     return envelope.ok(data)
+
+
+def _naive(value: Any) -> Any:
+  """Service clocks are naive UTC: an argument with a zone (or a Unix time, which pydantic
+  reads as UTC) is converted, so comparing it with stored times cannot fail."""
+  if isinstance(value, datetime) and value.tzinfo is not None:
+    return value.astimezone(UTC).replace(tzinfo=None)
+  if isinstance(value, list):
+    return [_naive(v) for v in value]
+  return value
 
 
 def _short(err: ValidationError) -> str:

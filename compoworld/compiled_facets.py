@@ -1,0 +1,248 @@
+"""Facets for compiled services, so the procedural author composes them into tasks.
+
+Hand-written services carry hand-written facets (``envs/facets``). A compiled service gets
+generic ones, read off its plans: for each entity field whose port kind is shared,
+
+  Source   a record of the scenario's own (put into s0) read back with the entity's get tool
+  Sink     a record created with the value in that field (create tool); the check finds it
+  Revisit  the field read, changed with the incoming value (update tool), and read again
+
+Only deterministic tools are used. Records are named by id in the instruction, which is how an
+agent would find them through the get tool.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+from compoworld.authoring import AuthorContext, AuthoringError
+from compoworld.compiled import CompiledService, EntityPlan, Path, ToolPlan
+from compoworld.compiler import port_of
+from compoworld.facets import FacetRegistry, Found, Revisit, Sink, Value, facets
+from compoworld.ports import is_shared
+from compoworld.rubric import exists, record_is, where
+from compoworld.schema_values import example, is_valid
+
+#: Kinds whose values a compiled field can take from, and hand to, other services.
+_KINDS = (
+  "person.email", "person.name", "person.phone", "company.name", "title", "text", "url",
+  "date", "datetime", "city", "location", "address", "money", "quantity", "currency",
+)  # fmt: skip
+
+
+def _set(args: dict[str, Any], path: Path, value: Any) -> dict[str, Any]:
+  node = args
+  for part in path[:-1]:
+    node = node.setdefault(part, {})
+  node[path[-1]] = value
+  return args
+
+
+def _words(name: str) -> str:
+  return name.replace("_", " ")
+
+
+class _Entity:
+  """What the facets of one entity of one compiled service need to know."""
+
+  def __init__(self, cls: type[CompiledService], plan: EntityPlan):
+    self.cls, self.plan, self.service = cls, plan, cls.name
+    deterministic = {t for t, s in cls.statuses.items() if s["status"] == "deterministic"}
+    mine = [(n, p) for n, p in cls.plans.items() if p.entity == plan.name and n in deterministic]
+    self.get = next((n for n, p in mine if p.kind == "get" and self._only_id(n, p)), None)
+    self.creates = [(n, p) for n, p in mine if p.kind in ("create", "send")]
+    self.updates = [(n, p) for n, p in mine if p.kind == "update" and p.id_path]
+
+  def _only_id(self, name: str, plan: ToolPlan) -> bool:
+    """A get whose only required argument is the record's id (possibly nested)."""
+    schema = self.cls.tools[name].input_schema
+    required = schema.get("required", [])
+    return bool(plan.id_path) and required in ([], [plan.id_path[0]])
+
+  def kinds(self) -> dict[str, str]:
+    """Field → shared port kind, for plain scalar fields."""
+    out = {}
+    for field, schema in self.plan.fields.items():
+      kind = port_of(field, schema, self.plan.name)
+      scalar = schema.get("type") in ("string", "number", "integer") and "enum" not in schema
+      if kind in _KINDS and is_shared(kind) and field not in self.plan.refs and scalar:
+        out[field] = kind
+    return out
+
+  def noun(self, record_id: Any) -> str:
+    return f"{_words(self.plan.name)} {record_id} in {self.service}"
+
+  def shown_id(self, record_id: str) -> Any:
+    return int(record_id) if self.plan.integer_ids else record_id
+
+  def put_record(self, ctx: AuthorContext, overrides: dict[str, Any]) -> dict[str, Any]:
+    """One of the scenario's own records, consistent with the schemas, added to s0."""
+    rng = random.Random(ctx.rng.getrandbits(64))
+    state = ctx.state(self.service)
+    if self.plan.integer_ids:
+      record_id = str(rng.randrange(20_000, 99_999))
+    else:
+      record_id = ctx.fresh_id(self.plan.prefix)
+    record: dict[str, Any] = {"id": record_id}
+    for field, schema in self.plan.fields.items():
+      target = self.plan.refs.get(field)
+      if target is not None:
+        ids = state.table(self.cls.entities[target].table).ids()
+        if not ids:
+          raise AuthoringError("no_record_to_link", f"{self.service}.{target}")
+        value: Any = ids[0]
+        record[field] = int(value) if schema.get("type") in ("integer", "number") else value
+      else:
+        record[field] = example(schema, rng, field, depth=1)
+    if self.plan.status:
+      record["status"] = "open"
+    stamp = (state.now - timedelta(days=1)).isoformat()
+    record.update({s: stamp for s in self.plan.stamps})
+    record.update(overrides)
+    return ctx.put(self.service, self.plan.table, record)
+
+  def read(self, ctx: AuthorContext, record_id: str) -> dict[str, Any]:
+    plan = self.cls.plans[self.get]
+    args = _set({}, plan.id_path, self.shown_id(record_id))
+    return ctx.call(self.service, self.get, **args)
+
+  def fresh_value(self, ctx: AuthorContext, field: str) -> Any:
+    return example(self.plan.fields[field], random.Random(ctx.rng.getrandbits(64)), field, depth=1)
+
+  def fits(self, field: str, value: Any) -> bool:
+    return is_valid(value, self.plan.fields[field])
+
+
+def _label(value: Any) -> str:
+  return f"{value:,.2f}" if isinstance(value, float) else str(value)
+
+
+def _value(value: Any) -> Value:
+  number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+  return Value(value, _label(value), number)
+
+
+def _source(e: _Entity, field: str, kind: str):
+  def fn(ctx: AuthorContext) -> Found:
+    record = e.put_record(ctx, {})
+    got = e.read(ctx, record["id"])
+    value = got.get(field)
+    if value in (None, ""):
+      raise AuthoringError("source_value_missing", f"{e.service}.{field}")
+    return Found(kind, f"the {_words(field)} of {e.noun(got['id'])}", [_value(value)])
+
+  fn.__name__ = f"{e.plan.name}_{field}"
+  return fn
+
+
+def _create_args(e: _Entity, ctx: AuthorContext, tool: str, path: Path, value: Any) -> dict:
+  plan = e.cls.plans[tool]
+  schema = e.cls.tools[tool].input_schema
+  args = example(schema, random.Random(ctx.rng.getrandbits(64)))
+  for ref_path, target in plan.refs:
+    ids = ctx.state(e.service).table(e.cls.entities[target].table).ids()
+    if ids and (ref_path[0] in args):
+      typed = int(ids[0]) if e.cls.entities[target].integer_ids else ids[0]
+      _set(args, ref_path, typed)
+  _set(args, path, value)
+  if not is_valid(args, schema):
+    raise AuthoringError("value_does_not_fit", f"{e.service}.{tool}")
+  return args
+
+
+def _sink(e: _Entity, tool: str, path: Path, field: str, kind: str) -> Sink:
+  since = "created_at" in e.plan.stamps
+
+  def act(ctx: AuthorContext, target: Any, v: Value) -> None:
+    ctx.call(e.service, tool, **_create_args(e, ctx, tool, path, v.value))
+
+  def check(ctx: AuthorContext, target: Any, v: Value) -> dict[str, Any]:
+    conds = [where(field, v.value)]
+    if since:
+      conds.append(where("created_at", ctx.since(e.service), "ge"))
+    return exists(e.service, e.plan.table, *conds)
+
+  return Sink(
+    e.service,
+    kind,
+    f"{tool}_{field}",
+    prepare=lambda ctx: None,
+    act=act,
+    check=check,
+    phrase=lambda ctx, t, obj: (
+      f"create a {_words(e.plan.name)} in {e.service} with {obj} as its {_words(field)}"
+    ),
+    text=lambda ctx, t, v: (
+      f"A new {_words(e.plan.name)} in {e.service} has {_words(field)} {v.label}."
+    ),
+    single=True,
+  )
+
+
+def _revisit(e: _Entity, tool: str, path: Path, field: str, kind: str) -> Revisit:
+  update = e.cls.plans[tool]
+
+  def first(ctx: AuthorContext) -> tuple[Found, dict[str, Any]]:
+    record = e.put_record(ctx, {})
+    got = e.read(ctx, record["id"])
+    old = got.get(field)
+    if old in (None, ""):
+      raise AuthoringError("source_value_missing", f"{e.service}.{field}")
+    found = Found(kind, f"the {_words(field)} of {e.noun(got['id'])}", [_value(old)])
+    return found, {"id": record["id"], "old": old}
+
+  def act(ctx: AuthorContext, t: dict[str, Any], v: Value) -> None:
+    if not e.fits(field, v.value):
+      raise AuthoringError("value_does_not_fit", f"{e.service}.{field}")
+    args = _set({}, update.id_path, e.shown_id(t["id"]))
+    ctx.call(e.service, tool, **_set(args, path, v.value))
+
+  def second(ctx: AuthorContext, t: dict[str, Any]) -> Found:
+    got = e.read(ctx, t["id"])
+    return Found(
+      kind,
+      f"the {_words(field)} of {e.noun(got['id'])} now",
+      [_value(got.get(field))],
+      stale=t["old"],
+    )
+
+  change = Sink(
+    e.service,
+    kind,
+    f"{tool}_{field}",
+    prepare=lambda ctx: None,
+    act=act,
+    check=lambda ctx, t, v: record_is(e.service, e.plan.table, t["id"], field, v.value),
+    phrase=lambda ctx, t, obj: f"set the {_words(field)} of that {_words(e.plan.name)} to {obj}",
+    text=lambda ctx, t, v: f"The {_words(field)} of {_words(e.plan.name)} {t['id']} is {v.label}.",
+    single=True,
+  )
+  return Revisit(e.service, kind, kind, kind, f"revisit_{tool}_{field}", first, change, second)
+
+
+def register_facets(services: Iterable[type[CompiledService]], reg: FacetRegistry = facets) -> dict:
+  """Adds the generic facets of compiled ``services`` to ``reg``; returns what was added."""
+  added = {"sources": 0, "sinks": 0, "revisits": 0}
+  for cls in services:
+    for plan in cls.entities.values():
+      e = _Entity(cls, plan)
+      for field, kind in e.kinds().items():
+        if e.get is not None:
+          reg.source(cls.name, kind)(_source(e, field, kind))
+          added["sources"] += 1
+        for tool, tool_plan in e.creates:
+          path = next((p for p, f in tool_plan.fields if f == field), None)
+          if path is not None:
+            reg.add_sink(_sink(e, tool, path, field, kind))
+            added["sinks"] += 1
+            break
+        for tool, tool_plan in e.updates if e.get is not None else []:
+          path = next((p for p, f in tool_plan.fields if f == field), None)
+          if path is not None:
+            reg.add_revisit(_revisit(e, tool, path, field, kind))
+            added["revisits"] += 1
+            break
+  return added

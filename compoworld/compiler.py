@@ -1,0 +1,399 @@
+"""The deterministic compiler: a ``ServiceSpec`` in, an executable ``Service`` subclass out.
+
+No LLM. From tool names, annotations and schemas it infers the entities the service manages and
+their fields (``compoworld.naming.role_of``), builds a typed state model (one ``Table`` of frozen
+records per entity), and gives each tool a plan over that state (``compoworld.compiled``):
+
+  create/add/send...     insert a record built from the arguments; return it
+  get/read...            the record the id argument names, else 404
+  list/search/find...    records filtered on the given fields and free text, paginated
+  get without an id      a lookup: the first record matching the arguments (else a seeded one)
+  update/edit/set...     change the named record's fields
+  delete/remove...       remove it (a later get is a 404)
+  close/approve/cancel.. move the record's ``status``
+  anything else          a computed read, deterministic in (seed, tool, arguments)
+
+Every id argument (``contact_id``, ``listId``) must name an existing record of its entity (404).
+Tools whose effect lives outside local state, and tools the validator quarantined, are served by
+the world model (``compoworld.world_model``) instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, create_model
+
+from compoworld.compiled import CompiledService, EntityPlan, ToolPlan, freeze, run_tool
+from compoworld.jsonschema_args import args_model
+from compoworld.naming import (
+  Arg,
+  Role,
+  common_prefix,
+  field_name,
+  id_entity,
+  is_paging,
+  is_query,
+  leaf_args,
+  past,
+  role_of,
+  tokens,
+)
+from compoworld.ports import PORTS
+from compoworld.specs import McpTool, ServiceSpec
+from compoworld.state import Record, ServiceState, Table
+from compoworld.tools import ToolSpec
+
+#: Version of the compiled semantics; a library built by another version is rebuilt.
+COMPILER_VERSION = "compiler-1"
+
+_CONTROL = {
+  "sort", "order", "include", "expand", "fields", "format", "verbose", "api", "apikey", "token",
+  "timeout", "response", "select", "raw", "pretty", "dry", "debug", "output", "direction",
+  "password", "secret", "headers", "header", "cursor",
+}  # fmt: skip
+_LIMIT = {"limit", "size", "results", "count", "top"}
+_JSON = Annotated[Any, BeforeValidator(freeze)]
+_PY_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool}
+
+
+def _is_control(key: str) -> bool:
+  words = tokens(key)
+  return bool(words) and (words[0] in _CONTROL or words[-1] in {"token", "key", "secret"})
+
+
+def plural(word: str) -> str:
+  if word.endswith("y") and len(word) > 1 and word[-2] not in "aeiou":
+    return word[:-1] + "ies"
+  if word.endswith(("s", "x", "ch", "sh", "z")):
+    return word + "es"
+  return word + "s"
+
+
+def _entity_slug(entity: str) -> str:
+  """An entity name usable in a port tag (``<entity>.id``: letters and underscores)."""
+  out = re.sub(r"[^a-z_]", "", entity.lower()).strip("_")
+  return out or "record"
+
+
+# --- ports -----------------------------------------------------------------------------------
+
+_PORT_WORDS: tuple[tuple[frozenset[str], str], ...] = tuple(
+  (frozenset(words.split()), port)
+  for words, port in (
+    ("email mail", "person.email"),
+    ("phone mobile", "person.phone"),
+    ("handle username screen", "person.handle"),
+    ("amount price cost total balance salary budget fee revenue subtotal", "money"),
+    ("currency", "currency"),
+    ("percent percentage rate ratio", "percentage"),
+    ("quantity qty", "quantity"),
+    ("duration minutes hours", "duration"),
+    ("sku", "sku"),
+    ("tracking", "tracking.number"),
+    ("department", "department"),
+    ("priority", "priority"),
+    ("status state", "status"),
+    ("address street", "address"),
+    ("city", "city"),
+    ("latitude longitude lat lng lon coordinates", "coordinates"),
+    ("location venue place", "location"),
+    ("url uri link website href", "url"),
+    ("domain", "company.domain"),
+    ("company organization org vendor", "company.name"),
+    ("title subject headline", "title"),
+    ("body content html markdown", "document.text"),
+    ("text message note comment description", "text"),
+  )
+)
+
+
+def port_of(key: str, schema: dict[str, Any], entity: str = "") -> str | None:
+  """The port tag of a field or argument, inferred from its name and type."""
+  words = set(tokens(key))
+  fmt, kind = schema.get("format"), schema.get("type")
+  if fmt == "email":
+    return "person.email"
+  if fmt == "date-time" or (words & {"datetime", "timestamp", "at"} and kind == "string"):
+    return "datetime"
+  if fmt == "date" or words & {"date", "day", "birthday", "deadline", "due"}:
+    return "date"
+  if id_entity(key) is not None:
+    target = id_entity(key) or entity
+    return "employee.id" if target == "employee" else f"{_entity_slug(target)}.id"
+  if words & {"job", "role", "position"} and "title" in words:
+    return "job.title"
+  if words & {"name", "first", "last", "fullname"}:
+    if words & {"company", "organization", "org", "account", "vendor", "customer"}:
+      return "company.name"
+    if words & {"product", "item"} or entity in ("product", "item"):
+      return "product.name"
+    if entity in (
+      "user",
+      "person",
+      "contact",
+      "employee",
+      "member",
+      "customer",
+      "lead",
+      "candidate",
+    ):
+      return "person.name"
+    return "title" if "name" in words else "person.name"
+  for keys, port in _PORT_WORDS:
+    if words & keys:
+      return port
+  if kind in ("integer", "number") and words & {"count", "number", "size", "score"}:
+    return "number"
+  return None
+
+
+def _ports(pairs: list[tuple[str, dict[str, Any]]], entity: str) -> tuple[str, ...]:
+  found = [port_of(k, s, entity) for k, s in pairs]
+  return tuple(dict.fromkeys(p for p in found if p and (p in PORTS or p.endswith(".id"))))
+
+
+# --- inference ----------------------------------------------------------------------------
+
+
+def _data_args(role: Role, args: list[Arg]) -> list[Arg]:
+  """Arguments that carry record data: not paging, control flags, the own id, nor (for reads)
+  free-text queries. A control-looking name that is the entity itself (``secret`` of
+  ``create_secret``) is data."""
+  own = role.id_arg.path if role.id_arg else None
+  reads = role.kind in ("list", "search", "get")
+  return [
+    a
+    for a in args
+    if a.path != own
+    and not is_paging(a.key)
+    and not (reads and is_query(a.key))
+    and (not _is_control(a.key) or field_name(a.key) == role.entity)
+  ]
+
+
+def _field_names(args: list[Arg]) -> dict[tuple[str, ...], str]:
+  """Record field of each argument: its own name, qualified by its parent where two arguments
+  of one tool share a name (``start.dateTime`` and ``end.dateTime``)."""
+  plain = [field_name(a.key) for a in args]
+  out = {}
+  for arg, name in zip(args, plain, strict=True):
+    if plain.count(name) > 1 and len(arg.path) > 1:
+      name = field_name("_".join(arg.path[-2:]))
+    out[arg.path] = name
+  return out
+
+
+def _merge_type(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+  if old is None or old == new:
+    return new
+  if old.get("type") == new.get("type") and old.get("type") in _PY_TYPES:
+    return {"type": old["type"]}  # same type, different constraints: keep the looser
+  if {old.get("type"), new.get("type")} == {"integer", "number"}:
+    return {"type": "number"}
+  return {}  # conflicting types: any JSON value
+
+
+def infer(
+  spec: ServiceSpec, simulated: set[str]
+) -> tuple[dict[str, EntityPlan], dict[str, ToolPlan]]:
+  """The entities of a service and the plan of each tool (``simulated`` tools run elsewhere)."""
+  strip = common_prefix([t.name for t in spec.tools])
+  roles = {t.name: role_of(t.name, t.input_schema, t.annotations, strip) for t in spec.tools}
+  leaves = {t.name: list(leaf_args(t.input_schema)) for t in spec.tools}
+  entity_names = {r.entity for n, r in roles.items() if n not in simulated and r.kind != "compute"}
+
+  def resolve(ref: str) -> str:
+    if ref in entity_names:
+      return ref
+    tails = sorted(e for e in entity_names if e.endswith(f"_{ref}") or e.split("_")[-1] == ref)
+    return tails[0] if tails else ref
+
+  fields: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+  refs: dict[str, dict[str, str]] = defaultdict(dict)
+  integer_ids: dict[str, bool] = defaultdict(bool)
+  status: dict[str, bool] = defaultdict(bool)
+  plans: dict[str, ToolPlan] = {}
+  for tool in spec.tools:
+    role, args = roles[tool.name], leaves[tool.name]
+    if tool.name in simulated:
+      plans[tool.name] = ToolPlan("simulate", role.entity, None, (), ())
+      continue
+    if role.kind == "compute":
+      plans[tool.name] = ToolPlan("compute", role.entity, None, (), ())
+      continue
+    entity = role.entity
+    if role.id_arg is not None and role.id_arg.schema.get("type") in ("integer", "number"):
+      integer_ids[entity] = True
+    ref_paths = []
+    for arg, target in role.refs:
+      target = resolve(target)
+      if target == entity:
+        continue
+      entity_names.add(target)
+      ref_paths.append((arg.path, target))
+      refs[entity][field_name(arg.key)] = target
+      if arg.schema.get("type") in ("integer", "number"):
+        integer_ids[target] = True
+    data = [] if role.kind in ("get", "delete") else _data_args(role, args)
+    names = _field_names(data)
+    field_paths = []
+    for arg in data:
+      name = names[arg.path]
+      if name == "id":
+        continue
+      fields[entity][name] = _merge_type(fields[entity].get(name), arg.schema)
+      field_paths.append((arg.path, name))
+    if role.kind == "action" or "status" in fields[entity]:
+      status[entity] = True
+    kind = role.kind
+    if kind == "search" and role.verb in ("get", "fetch", "retrieve", "read", "show", "lookup"):
+      kind = "lookup"
+    query = (
+      tuple(a.path for a in args if is_query(a.key)) if kind in ("list", "search", "lookup") else ()
+    )
+    limit = next((a.path for a in args if is_paging(a.key) and tokens(a.key)[-1] in _LIMIT), None)
+    offset = next((a.path for a in args if tokens(a.key)[-1:] in (["offset"], ["skip"])), None)
+    plans[tool.name] = ToolPlan(
+      kind,
+      entity,
+      role.id_arg.path if role.id_arg else None,
+      tuple(field_paths),
+      tuple(ref_paths),
+      query,
+      limit,
+      offset,
+      past(role.verb) if kind == "action" else "",
+    )
+  entities = {}
+  used_tables: set[str] = set()
+  for name in sorted(entity_names):
+    table = plural(field_name(name))
+    while table in used_tables or hasattr(ServiceState, table):
+      table = f"{table}_"
+    used_tables.add(table)
+    entity_fields = dict(fields.get(name, {}))
+    for field, target in refs.get(name, {}).items():
+      entity_fields.setdefault(field, {"type": "integer" if integer_ids[target] else "string"})
+    if not entity_fields:
+      entity_fields["name"] = {"type": "string"}
+    if status[name]:
+      entity_fields.pop("status", None)  # the workflow status is a field of its own
+    prefix = "".join(w[0] for w in name.split("_")[:3]) if "_" in name else name[:4]
+    entities[name] = EntityPlan(
+      name=name,
+      table=table,
+      prefix=re.sub(r"[^a-z0-9]", "", prefix.lower()) or "rec",
+      integer_ids=integer_ids[name],
+      fields=entity_fields,
+      refs={f: t for f, t in refs.get(name, {}).items() if f in entity_fields},
+      status=status[name],
+      stamps=tuple(s for s in ("created_at", "updated_at") if s not in entity_fields),
+    )
+  return entities, plans
+
+
+# --- building the class ------------------------------------------------------------------------
+
+
+def _record_type(service: str, plan: EntityPlan) -> type[Record]:
+  fields: dict[str, Any] = {}
+  for name, schema in plan.fields.items():
+    kind = schema.get("type")
+    py = _PY_TYPES.get(kind) if isinstance(kind, str) and "enum" not in schema else None
+    if py is None and "enum" in schema and all(isinstance(v, str) for v in schema["enum"]):
+      py = str
+    fields[name] = ((py or _JSON) | None, None)
+  if plan.status:
+    fields["status"] = (str | None, None)
+  for stamp in plan.stamps:
+    fields[stamp] = (datetime | None, None)
+  cls_name = "".join(w.capitalize() for w in f"{service}_{plan.name}".split("_"))
+  return create_model(cls_name, __base__=Record, **fields)
+
+
+def _tool_spec(service: str, tool: McpTool, plan: ToolPlan, role: Role, mutates: bool, ports):
+  model, names = args_model(f"{service}_{tool.name}_args", tool.input_schema)
+
+  def method(self, **values: Any) -> Any:
+    return run_tool(self, tool, values, names)
+
+  method.__name__ = re.sub(r"\W", "_", tool.name)
+  description = (
+    tool.description.strip() or f"{role.kind.capitalize()} {role.entity.replace('_', ' ')}."
+  )
+  produces, consumes = ports
+  return ToolSpec(
+    name=tool.name,
+    description=description,
+    summary=description.split("\n\n")[0].replace("\n", " ")[:300],
+    input_schema=tool.input_schema,
+    mutates=mutates,
+    args_model=model,
+    method=method,
+    produces=produces,
+    consumes=consumes,
+  )
+
+
+def compile_service(
+  spec: ServiceSpec, quarantined: dict[str, str] | None = None
+) -> type[CompiledService]:
+  """The executable service of ``spec``. ``quarantined`` maps tools that failed validation to
+  the reason; they, and tools with external effects, are served by the world model."""
+  quarantined = dict(quarantined or {})
+  simulated = {t.name for t in spec.tools if t.external} | set(quarantined)
+  entities, plans = infer(spec, simulated)
+  records = {e.name: _record_type(spec.name, e) for e in entities.values()}
+  state_fields = {
+    e.table: (Table[records[e.name]], Field(default_factory=lambda t=records[e.name]: Table(t)))
+    for e in entities.values()
+  }
+  class_name = "".join(w.capitalize() for w in spec.name.split("_")) or "Compiled"
+  state_cls = create_model(f"{class_name}State", __base__=ServiceState, **state_fields)
+  strip = common_prefix([t.name for t in spec.tools])
+  tools, statuses = {}, {}
+  for tool in spec.tools:
+    plan, role = plans[tool.name], role_of(tool.name, tool.input_schema, tool.annotations, strip)
+    if tool.name in quarantined:
+      statuses[tool.name] = {"status": "quarantined", "reason": quarantined[tool.name]}
+    elif tool.external:
+      statuses[tool.name] = {"status": "simulated", "reason": f"external effect: {tool.external}"}
+    else:
+      statuses[tool.name] = {"status": "deterministic", "reason": ""}
+    if plan.kind == "simulate":
+      mutates = tool.annotations.get("readOnlyHint") is not True and role.kind not in (
+        "get",
+        "list",
+        "search",
+      )
+    else:
+      mutates = plan.kind in ("create", "send", "update", "delete", "action")
+    entity = entities.get(plan.entity)
+    read_pairs = [*entity.fields.items(), ("id", {})] if entity else []
+    arg_pairs = [(a.key, a.schema) for a in leaf_args(tool.input_schema)]
+    ports = (
+      () if mutates else _ports(read_pairs, plan.entity),
+      _ports(arg_pairs, plan.entity) if mutates else (),
+    )
+    tools[tool.name] = _tool_spec(spec.name, tool, plan, role, mutates, ports)
+  cls = type(
+    class_name,
+    (CompiledService,),
+    {
+      "name": spec.name,
+      "domain": spec.domain,
+      "description": spec.description,
+      "State": state_cls,
+      "service_spec": spec,
+      "entities": entities,
+      "plans": plans,
+      "statuses": statuses,
+      "__module__": "compoworld.compiled_library",
+    },
+  )
+  cls.tools = tools
+  return cls

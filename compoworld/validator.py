@@ -1,0 +1,359 @@
+"""The adversarial validator: test cases derived from a service's spec alone, run on its service.
+
+It never reads the implementation: cases come from the tools' names, annotations and JSON
+Schemas (``compoworld.naming``, ``compoworld.schema_values``), and the service is driven only
+through ``Service.call``. Checks, each on a fresh fork of the seeded state:
+
+  valid_call         schema-valid arguments are not refused as ill-formed (400) and never crash
+  missing_required   dropping each required argument is a 400
+  wrong_type         a value of the wrong JSON type for each typed argument is a 400
+  boundary           empty, huge, unicode and injection strings; negative, zero, huge numbers;
+                     empty arrays: a 400 when the schema forbids them, never a 500
+  unknown_id         an id that does not exist is a 404
+  create_get         a created record reads back with the values it was given
+  list_after_create  a list of the entity includes the new record
+  update_get         an update reads back
+  delete_get         a deleted record reads back as a 404
+  read_only          a tool the spec marks read-only leaves the state hash unchanged
+  atomic             a failed call leaves the state hash unchanged
+  no_raise           no call raises, and none answers 500
+
+A tool that fails any check is quarantined with the first failing case.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from compoworld.naming import Role, common_prefix, role_of
+from compoworld.schema_values import WRONG_TYPE, boundary_values, declared_type, example, is_valid
+from compoworld.service import Service
+from compoworld.specs import McpTool
+
+_MISSING_STR, _MISSING_INT = "zz_missing_9f3e", 987_654_321
+#: How the runtime words a refusal of the arguments themselves (a business rule's 400 is not one).
+_ARGS_REFUSED = re.compile(r"missing required argument|unknown argument|argument '[^']*' expected")
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+  """The first case a tool failed: enough to replay it by hand."""
+
+  tool: str
+  check: str
+  arguments: Any
+  expected: str
+  got: Any
+
+  def reason(self) -> str:
+    return f"{self.check}: expected {self.expected}, got {self.got}"
+
+  def to_json(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+class _Failed(Exception):
+  def __init__(self, failure: Failure):
+    super().__init__(failure.reason())
+    self.failure = failure
+
+
+def _set(args: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+  out = copy.deepcopy(args)
+  node = out
+  for part in path[:-1]:
+    node = node.setdefault(part, {})
+  node[path[-1]] = value
+  return out
+
+
+def _values(data: Any) -> list[Any]:
+  """Every scalar inside a JSON value."""
+  if isinstance(data, dict):
+    return [v for x in data.values() for v in _values(x)]
+  if isinstance(data, list):
+    return [v for x in data for v in _values(x)]
+  return [data]
+
+
+def _find_id(data: Any, entity: str) -> Any:
+  """The id of the record a create returned: ``id``, ``<entity>_id``, or one level down."""
+  if not isinstance(data, dict):
+    return None
+  for key in ("id", f"{entity}_id", f"{entity}Id"):
+    if isinstance(data.get(key), (str, int)) and not isinstance(data.get(key), bool):
+      return data[key]
+  for value in data.values():
+    if isinstance(value, dict) and isinstance(value.get("id"), (str, int)):
+      return value["id"]
+  return None
+
+
+def _ids_in(data: Any) -> list[Any]:
+  """Ids of records a read returned (any list of objects with an ``id``)."""
+  if isinstance(data, list):
+    found = [d["id"] for d in data if isinstance(d, dict) and "id" in d]
+    return found or [i for d in data for i in _ids_in(d)]
+  if isinstance(data, dict):
+    return [i for v in data.values() if isinstance(v, (list, dict)) for i in _ids_in(v)]
+  return []
+
+
+class Validator:
+  """Runs the adversarial suite for one service class over the tools of its spec."""
+
+  def __init__(self, service: type[Service], tools: Iterable[McpTool], seed: int = 0):
+    self.cls, self.seed = service, seed
+    self.tools = {t.name: t for t in tools if t.name in service.tools}
+    strip = common_prefix(list(self.tools))
+    self.roles: dict[str, Role] = {
+      n: role_of(n, t.input_schema, t.annotations, strip) for n, t in self.tools.items()
+    }
+    self.base = service.create(seed=seed)
+    self.rng = random.Random(f"validator:{service.name}:{seed}")
+    self._ids: dict[str, list[Any]] = {}
+
+  # --- calling -----------------------------------------------------------------------------
+
+  def _read_only(self, name: str) -> bool:
+    hint = self.tools[name].annotations.get("readOnlyHint")
+    return hint is True or (hint is None and not self.roles[name].mutates)
+
+  def call(self, svc: Service, name: str, args: Any) -> dict[str, Any]:
+    before = svc.state_hash()
+    try:
+      out = svc.call(name, args)
+    except Exception as err:  # the runtime promises never to raise
+      raise _Failed(Failure(name, "no_raise", args, "an envelope", repr(err))) from None
+    if out.get("status") == 500:
+      raise _Failed(Failure(name, "no_raise", args, "no 500", out.get("error")))
+    changed = svc.state_hash() != before
+    if not out["ok"] and changed:
+      raise _Failed(Failure(name, "atomic", args, "failed call leaves state unchanged", out))
+    if out["ok"] and changed and self._read_only(name):
+      raise _Failed(Failure(name, "read_only", args, "state unchanged", "state changed"))
+    return out
+
+  def expect(self, name: str, args: Any, check: str, status: int) -> dict[str, Any]:
+    out = self.call(self.base.fork(), name, args)
+    if out["status"] != status:
+      raise _Failed(Failure(name, check, args, f"status {status}", _brief(out)))
+    return out
+
+  # --- arguments ---------------------------------------------------------------------------
+
+  def ids(self, entity: str) -> list[Any]:
+    """Ids of existing records of ``entity``, found through its own list tools."""
+    if entity not in self._ids:
+      found: list[Any] = []
+      for name, role in self.roles.items():
+        if role.entity != entity or role.kind not in ("list", "search") or found:
+          continue
+        args = example(self.tools[name].input_schema, self.rng)
+        out = self.base.fork().call(name, args)
+        if out["ok"]:
+          found = _ids_in(out["data"])
+      self._ids[entity] = found
+    return self._ids[entity]
+
+  def valid_args(self, name: str) -> dict[str, Any] | None:
+    """Schema-valid arguments, with id arguments naming existing records where any are known."""
+    tool, role = self.tools[name], self.roles[name]
+    args = example(tool.input_schema, self.rng)
+    if role.id_arg is not None and role.kind not in ("create", "send"):
+      known = self.ids(role.entity)
+      if known:
+        args = _set(args, role.id_arg.path, _typed(known[0], role.id_arg.schema))
+    for arg, entity in role.refs:
+      known = self.ids(entity)
+      if known and (arg.required or arg.path[0] in args):
+        args = _set(args, arg.path, _typed(known[0], arg.schema))
+    return args if is_valid(args, tool.input_schema) else None
+
+  # --- the checks --------------------------------------------------------------------------
+
+  def check_tool(self, name: str) -> None:
+    tool, role = self.tools[name], self.roles[name]
+    schema = tool.input_schema
+    valid = self.valid_args(name)
+    if valid is not None:
+      out = self.call(self.base.fork(), name, valid)
+      if out["status"] == 400 and _ARGS_REFUSED.search(out["error"]["message"]):
+        raise _Failed(Failure(name, "valid_call", valid, "arguments accepted", _brief(out)))
+    base = valid if valid is not None else example(schema, self.rng)
+    for prop in schema.get("required", []):
+      self.expect(name, {k: v for k, v in base.items() if k != prop}, "missing_required", 400)
+    for prop, sub in schema.get("properties", {}).items():
+      kind = declared_type(sub)
+      if kind is None:
+        continue
+      wrong = _set(base, (prop,), WRONG_TYPE[kind])
+      if not is_valid(wrong, schema):
+        self.expect(name, wrong, "wrong_type", 400)
+      edges = boundary_values(kind) + (boundary_values(sub["format"]) if "format" in sub else [])
+      for edge in edges:
+        args = _set(base, (prop,), edge)
+        if not is_valid(args, schema):
+          self.expect(name, args, "boundary", 400)
+        else:
+          self.call(self.base.fork(), name, args)
+    own = role.id_arg
+    if own is not None and role.kind in ("get", "update", "delete", "action") and valid is not None:
+      missing = _MISSING_INT if own.schema.get("type") in ("integer", "number") else _MISSING_STR
+      args = _set(valid, own.path, missing)
+      if is_valid(args, schema):
+        self.expect(name, args, "unknown_id", 404)
+
+  def round_trips(self, suspect: Iterable[str] = ()) -> dict[str, Failure]:
+    """create → get / list / update → get / delete → get, per entity with a create tool.
+    ``suspect`` tools already failed a check: no round trip reads through them."""
+    failures: dict[str, Failure] = {}
+    by_kind: dict[tuple[str, str], list[str]] = {}
+    for name, role in self.roles.items():
+      if name not in set(suspect) or role.kind in ("create", "update", "delete"):
+        by_kind.setdefault((role.entity, role.kind), []).append(name)
+    for (entity, kind), creates in by_kind.items():
+      if kind != "create":
+        continue
+      gets = by_kind.get((entity, "get"), [])
+      for create in creates:
+        try:
+          self._round_trip(entity, create, gets, by_kind)
+        except _Failed as failed:
+          failures.setdefault(failed.failure.tool, failed.failure)
+    return failures
+
+  def _round_trip(self, entity: str, create: str, gets: list[str], by_kind) -> None:
+    args = self.valid_args(create)
+    if args is None:
+      return
+    svc = self.base.fork()
+    out = self.call(svc, create, args)
+    new_id = _find_id(out.get("data"), entity) if out["ok"] else None
+    if new_id is None:
+      return  # refused by a business rule, or nothing to read back by
+    role = self.roles[create]
+    links = {a.path for a, _ in role.refs} | ({role.id_arg.path} if role.id_arg else set())
+    given = [v for v in _values(_without(args, links)) if isinstance(v, str) and len(v) > 2]
+    for get in gets:
+      before = self._read(self.base.fork(), get, new_id)
+      if before is not None and before["ok"]:
+        raise _Failed(Failure(create, "create_get", args, f"a new id, not {new_id!r}", out["data"]))
+      got = self._read(svc, get, new_id)
+      if got is None:
+        continue
+      if not got["ok"]:
+        raise _Failed(
+          Failure(create, "create_get", args, f"{get} finds the new record", _brief(got))
+        )
+      seen = {str(v) for v in _values(got["data"])}
+      # a read that shows the record (its id) must show what it was created with; one that
+      # shows something else about it (its messages, its history) is not held to that
+      if str(new_id) in seen and given and not any(v in seen for v in given):
+        raise _Failed(Failure(create, "create_get", args, f"{get} shows {given[0]!r}", got["data"]))
+    for lister in by_kind.get((entity, "list"), []):
+      largs = self.valid_args(lister)
+      if largs is None or set(largs) - {"limit"}:
+        continue
+      got = self.call(svc, lister, largs)
+      if got["ok"] and str(new_id) not in {str(v) for v in _values(got["data"])}:
+        raise _Failed(Failure(lister, "list_after_create", largs, f"lists {new_id!r}", got["data"]))
+    for update in by_kind.get((entity, "update"), []):
+      self._update_get(svc.fork(), entity, update, new_id, gets)
+    for delete in by_kind.get((entity, "delete"), []):
+      twin = svc.fork()
+      role = self.roles[delete]
+      dargs = self.valid_args(delete)
+      if dargs is None or role.id_arg is None:
+        continue
+      dargs = _set(dargs, role.id_arg.path, _typed(new_id, role.id_arg.schema))
+      out = self.call(twin, delete, dargs)
+      for get in gets if out["ok"] else []:
+        got = self._read(twin, get, new_id)
+        if got is not None and got["status"] != 404:
+          raise _Failed(Failure(delete, "delete_get", dargs, f"{get} is a 404", _brief(got)))
+
+  def _update_get(self, svc: Service, entity: str, update: str, new_id: Any, gets) -> None:
+    role, tool = self.roles[update], self.tools[update]
+    uargs = self.valid_args(update)
+    if uargs is None or role.id_arg is None:
+      return
+    uargs = _set(uargs, role.id_arg.path, _typed(new_id, role.id_arg.schema))
+    target = next(
+      (
+        p
+        for p, s in tool.input_schema.get("properties", {}).items()
+        if s.get("type") == "string" and "enum" not in s and "format" not in s
+        and p != role.id_arg.path[0] and not s.get("pattern")
+      ),
+      None,
+    )  # fmt: skip
+    if target is None:
+      return
+    fresh = "Updated by the validator 7431"
+    uargs = _set(uargs, (target,), fresh)
+    if not is_valid(uargs, tool.input_schema):
+      return
+    out = self.call(svc, update, uargs)
+    if not out["ok"]:
+      return
+    for get in gets:
+      got = self._read(svc, get, new_id)
+      if got is not None and got["ok"] and fresh not in {str(v) for v in _values(got["data"])}:
+        raise _Failed(Failure(update, "update_get", uargs, f"{get} shows {fresh!r}", got["data"]))
+
+  def _read(self, svc: Service, get: str, record_id: Any) -> dict[str, Any] | None:
+    role = self.roles[get]
+    args = self.valid_args(get)
+    if args is None or role.id_arg is None:
+      return None
+    args = _set(args, role.id_arg.path, _typed(record_id, role.id_arg.schema))
+    return self.call(svc, get, args)
+
+  def run(self, only: Iterable[str] | None = None) -> dict[str, Failure]:
+    """The first failure of each failing tool (empty when every tool passes)."""
+    names = [n for n in self.tools if only is None or n in set(only)]
+    failures: dict[str, Failure] = {}
+    for name in names:
+      try:
+        self.check_tool(name)
+      except _Failed as failed:
+        failures[name] = failed.failure
+    for name, failure in self.round_trips(suspect=failures).items():
+      if name in names:
+        failures.setdefault(name, failure)
+    return failures
+
+
+def _without(args: dict[str, Any], paths: set[tuple[str, ...]]) -> dict[str, Any]:
+  """``args`` less the values at ``paths`` (ids that link to other records)."""
+  out = copy.deepcopy(args)
+  for path in paths:
+    node = out
+    for part in path[:-1]:
+      node = node.get(part, {}) if isinstance(node, dict) else {}
+    if isinstance(node, dict):
+      node.pop(path[-1], None)
+  return out
+
+
+def _typed(value: Any, schema: dict[str, Any]) -> Any:
+  if schema.get("type") in ("integer", "number") and str(value).isdigit():
+    return int(value)
+  if schema.get("type") == "string":
+    return str(value)
+  return value
+
+
+def _brief(out: dict[str, Any]) -> Any:
+  return {"status": out.get("status"), "error": out.get("error")} if not out.get("ok") else out
+
+
+def validate(service: type[Service], tools: Iterable[McpTool], seed: int = 0, only=None):
+  """Runs the suite; returns ``{tool: Failure}`` for the tools that failed."""
+  return Validator(service, tools, seed).run(only)

@@ -1,0 +1,262 @@
+"""The world model: simulated transitions for quarantined and external-effect tools.
+
+An LLM behind any OpenAI-compatible endpoint (``compoworld.llm.make_client``) receives the
+service's state (a bounded slice), the tool's spec and the call, and answers with a JSON state
+patch and an observation. The patch goes through the service's own Pydantic record models: an
+invalid patch is sent back with the reason, a bounded number of times, and then the call returns
+an error envelope; the typed state is never corrupted (validation happens before any write, and
+the runtime rolls back failed calls anyway). Answers are cached on disk by (service, state hash,
+tool, arguments, model), so a run replays deterministically.
+
+With no endpoint, ``FallbackSimulator`` answers: a schema-conformant observation that says it is
+simulated, and no change to the state.
+
+Patch format: ``{"<collection>": {"insert": [record, ...], "update": [{"id": ..., "fields":
+{...}}, ...], "delete": [id, ...]}}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
+
+from compoworld import envelope
+from compoworld.envelope import ToolError
+from compoworld.llm import extract_json, make_client
+from compoworld.schema_values import example
+from compoworld.specs import McpTool
+from compoworld.state import ServiceState
+
+#: Records per collection shown to the model; the counts say how many there are in all.
+STATE_SLICE = 20
+
+
+class WorldModelError(ToolError):
+  """500: the world model gave no valid answer within its retries."""
+
+  status = 500
+  type = "world_model_error"
+
+
+class PatchError(ValueError):
+  """A patch that does not fit the service's state; the message says why."""
+
+
+def _tool_error(status: Any, message: str) -> ToolError:
+  classes = {400: envelope.InvalidArgument, 404: envelope.NotFound, 409: envelope.Conflict}
+  return classes.get(status, envelope.Unprocessable)(message)
+
+
+def check_patch(state: ServiceState, patch: Any, mutates: bool) -> list[tuple[str, str, Any]]:
+  """The patch's operations, each validated against the typed state before anything is written:
+  ``(op, collection, record | id)``. Raises ``PatchError``."""
+  if not isinstance(patch, dict):
+    raise PatchError(f"the patch must be a JSON object, got {type(patch).__name__}")
+  ops: list[tuple[str, str, Any]] = []
+  if patch and not mutates:
+    raise PatchError("this tool is read-only: its patch must be {}")
+  collections = state.tables()
+  for name, change in patch.items():
+    if name not in collections:
+      raise PatchError(f"no collection '{name}'; collections: {', '.join(collections) or 'none'}")
+    if not isinstance(change, dict) or set(change) - {"insert", "update", "delete"}:
+      raise PatchError(f"{name}: use {{'insert': [...], 'update': [...], 'delete': [...]}}")
+    table = collections[name]
+    for record in change.get("insert", []):
+      if not isinstance(record, dict):
+        raise PatchError(f"{name}.insert: records are JSON objects")
+      record = {"id": record.get("id") or "", **record}
+      if record["id"] and str(record["id"]) in table:
+        raise PatchError(f"{name}.insert: id '{record['id']}' already exists")
+      try:
+        ops.append(
+          ("insert", name, table.record_type.model_validate({**record, "id": str(record["id"])}))
+        )
+      except ValidationError as err:
+        raise PatchError(f"{name}.insert: {_errors(err)}") from None
+    for update in change.get("update", []):
+      if not isinstance(update, dict) or "id" not in update:
+        raise PatchError(f"{name}.update: each update is {{'id': ..., 'fields': {{...}}}}")
+      current = table.find(str(update["id"]))
+      if current is None:
+        raise PatchError(f"{name}.update: no record '{update['id']}'")
+      fields = update.get("fields", {})
+      if not isinstance(fields, dict) or "id" in fields:
+        raise PatchError(f"{name}.update: 'fields' is an object and cannot change the id")
+      try:
+        ops.append(("update", name, current.with_changes(**fields)))
+      except (ValidationError, ToolError) as err:
+        detail = _errors(err) if isinstance(err, ValidationError) else err.message
+        raise PatchError(f"{name}.update '{update['id']}': {detail}") from None
+    for record_id in change.get("delete", []):
+      if str(record_id) not in table:
+        raise PatchError(f"{name}.delete: no record '{record_id}'")
+      ops.append(("delete", name, str(record_id)))
+  return ops
+
+
+def _errors(err: ValidationError) -> str:
+  return "; ".join(
+    f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors(include_url=False)
+  )
+
+
+def apply_patch(state: ServiceState, ops: list[tuple[str, str, Any]]) -> None:
+  """Writes checked operations (they cannot fail: ``check_patch`` validated each one)."""
+  for op, name, value in ops:
+    table = state.table(name)
+    if op == "insert":
+      if not value.id:
+        value = value.model_copy(update={"id": state.new_id(name[:4])})
+      table.insert(value)
+    elif op == "update":
+      table.update(
+        value.id, **{f: getattr(value, f) for f in type(value).model_fields if f != "id"}
+      )
+    else:
+      table.delete(value)
+
+
+class FallbackSimulator:
+  """No endpoint configured: a schema-conformant observation, and the state left alone."""
+
+  def simulate(self, svc: Any, tool: McpTool, arguments: dict[str, Any]) -> Any:
+    key = json.dumps([svc.name, tool.name, arguments], sort_keys=True, default=str)
+    rng = random.Random(hashlib.sha256(key.encode()).hexdigest())
+    result = example(tool.output_schema, rng, "result", full=True) if tool.output_schema else None
+    return {
+      "simulated": True,
+      "note": f"'{tool.name}' acts outside this environment; this observation is simulated and "
+      "nothing was changed.",
+      "arguments": arguments,
+      "result": result,
+    }
+
+
+_SYSTEM = """You are the world model of a tool service in a simulated environment. Given the
+service's current state, a tool's specification and a call, decide what the call does.
+Answer with one JSON object only:
+{"patch": {<collection>: {"insert": [records], "update": [{"id": ..., "fields": {...}}], "delete": [ids]}},
+ "observation": <the tool's result, as the real service would return it>}
+or, if the call must fail, {"patch": {}, "error": {"status": 400|404|409, "message": "..."}}.
+Records must use exactly the fields of the collection's records. Read-only tools use "patch": {}.
+Be consistent with the state: ids that are not in it do not exist."""
+
+
+class LLMWorldModel:
+  """Transitions from a language model, validated, retried, and cached on disk."""
+
+  def __init__(self, client: Any, model: str, cache_dir: str | Path, max_attempts: int = 3):
+    if max_attempts < 1:
+      raise ValueError("max_attempts must be at least 1")
+    self.client, self.model, self.max_attempts = client, model, max_attempts
+    self.cache_dir = Path(cache_dir)
+
+  def _cache_path(self, svc: Any, tool: McpTool, arguments: dict[str, Any]) -> Path:
+    key = json.dumps(
+      [svc.name, svc.state.content_hash(), tool.name, arguments, self.model],
+      sort_keys=True,
+      default=str,
+    )
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    return self.cache_dir / digest[:2] / f"{digest}.json"
+
+  def _prompt(self, svc: Any, tool: McpTool, arguments: dict[str, Any], mutates: bool) -> str:
+    state = {}
+    for name, table in svc.state.tables().items():
+      rows = [to_jsonable_python(r) for r in list(table)[:STATE_SLICE]]
+      fields = list(table.record_type.model_fields)
+      state[name] = {"count": len(table), "fields": fields, "records": rows}
+    return json.dumps(
+      {
+        "service": {"name": svc.name, "description": svc.description, "now": str(svc.state.now)},
+        "state": state,
+        "tool": {
+          "name": tool.name,
+          "description": tool.description,
+          "input_schema": tool.input_schema,
+          "read_only": not mutates,
+        },
+        "call": arguments,
+      },
+      default=str,
+    )
+
+  def simulate(self, svc: Any, tool: McpTool, arguments: dict[str, Any]) -> Any:
+    mutates = svc.tools[tool.name].mutates
+    path = self._cache_path(svc, tool, arguments)
+    if path.exists():
+      answer = json.loads(path.read_text(encoding="utf-8"))
+      return self._outcome(svc, answer, mutates)
+    messages = [
+      {"role": "system", "content": _SYSTEM},
+      {"role": "user", "content": self._prompt(svc, tool, arguments, mutates)},
+    ]
+    problem = ""
+    for _ in range(self.max_attempts):
+      reply = self.client.chat.completions.create(
+        model=self.model, messages=messages, temperature=0.0
+      )
+      text = reply.choices[0].message.content or ""
+      try:
+        answer = extract_json(text)
+        if not isinstance(answer, dict) or not ("observation" in answer or "error" in answer):
+          raise PatchError("answer with an object holding 'patch' and 'observation' (or 'error')")
+        check_patch(svc.state, answer.get("patch", {}), mutates)
+      except (ValueError, PatchError) as err:
+        problem = str(err)
+        messages += [
+          {"role": "assistant", "content": text},
+          {"role": "user", "content": f"That answer is invalid: {problem}. Answer again."},
+        ]
+        continue
+      path.parent.mkdir(parents=True, exist_ok=True)
+      path.write_text(json.dumps(answer, sort_keys=True), encoding="utf-8")
+      return self._outcome(svc, answer, mutates)
+    raise WorldModelError(
+      f"{tool.name}: the world model gave no valid answer in {self.max_attempts} attempts "
+      f"(last problem: {problem})"
+    )
+
+  def _outcome(self, svc: Any, answer: dict[str, Any], mutates: bool) -> Any:
+    error = answer.get("error")
+    if isinstance(error, dict):
+      raise _tool_error(error.get("status"), str(error.get("message", "the call failed")))
+    apply_patch(svc.state, check_patch(svc.state, answer.get("patch", {}), mutates))
+    return answer.get("observation")
+
+
+FALLBACK = FallbackSimulator()
+
+
+def simulate(svc: Any, tool: McpTool, arguments: dict[str, Any]) -> Any:
+  """Runs a simulated tool with the service class's world model (the fallback when unset)."""
+  return (type(svc).world_model or FALLBACK).simulate(svc, tool, arguments)
+
+
+def make_world_model(
+  base_url: str | None = None,
+  model: str | None = None,
+  api_key: str | None = None,
+  cache_dir: str | Path = "runs/world_model_cache",
+  **client_kwargs: Any,
+) -> LLMWorldModel | FallbackSimulator:
+  """An LLM world model when an endpoint is given (argument or ``OPENAI_BASE_URL``), else the
+  deterministic fallback. ``model`` defaults to ``COMPOWORLD_WORLD_MODEL``."""
+  base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+  if not base_url:
+    return FALLBACK
+  model = model or os.environ.get("COMPOWORLD_WORLD_MODEL")
+  if not model:
+    raise ValueError(
+      "an endpoint is configured but no model: pass model= or set COMPOWORLD_WORLD_MODEL"
+    )
+  client = make_client(base_url=base_url, api_key=api_key, **client_kwargs)
+  return LLMWorldModel(client, model, cache_dir)
