@@ -8,7 +8,9 @@ import os
 
 from absl import app, flags
 
+from compoworld.build import load_compiled_library
 from compoworld.domains import DOMAINS
+from compoworld.facets import facets
 from compoworld.generate import generate_tasks
 from compoworld.llm import make_client
 from compoworld.llm_author import LLMAuthor
@@ -31,11 +33,16 @@ _LLM_REVISIONS = flags.DEFINE_integer("llm_revisions", 3, "Revision rounds after
 _SHARD_INDEX = flags.DEFINE_integer("shard_index", 0, "This process's shard of the indices.")
 _NUM_SHARDS = flags.DEFINE_integer("num_shards", 1, "How many shards split the indices.")
 _WORKERS = flags.DEFINE_integer("workers", os.cpu_count() or 1, "Local worker processes.")
+_LIBRARY = flags.DEFINE_string(
+  "library", None, "A compiled library (build_library's workdir or manifest) to compose too."
+)
 _WORKDIR = flags.DEFINE_string("workdir", "runs/tasks", "Where tasks.jsonl and summary.json go.")
 
 
 def main(argv):
   del argv
+  if _LIBRARY.value:
+    load_compiled_library(_LIBRARY.value, facets=facets.load(), progress=True)
   author, workers = None, _WORKERS.value
   if _AUTHOR.value == "llm":
     client = make_client(base_url=_LLM_BASE_URL.value)

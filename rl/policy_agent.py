@@ -1,0 +1,58 @@
+"""A checkpoint as an in-process agent: ``make_agent("checkpoint", checkpoint_dir=DIR)`` after
+``import rl.policy_agent`` (``compoworld`` itself never imports JAX).
+
+Loaded policies are cached per directory, so the fresh agent the evaluation harness makes for
+every sample reuses the weights and the compiled programs.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from compoworld.agents import Agent, register_agent
+from rl.policy import Policy
+
+
+@functools.cache
+def _load(directory: str, max_context: int, default_max_tokens: int) -> Policy:
+  return Policy.load(directory, max_context=max_context, default_max_tokens=default_max_tokens)
+
+
+@register_agent("checkpoint")
+class PolicyAgent(Agent):
+  """Answers with the policy in ``checkpoint_dir`` (or a ``Policy`` given directly)."""
+
+  def __init__(
+    self,
+    checkpoint_dir: str | Path | None = None,
+    *,
+    policy: Policy | None = None,
+    temperature: float = 0.0,
+    max_tokens: int | None = None,
+    seed: int = 0,
+    max_context: int = 8192,
+    default_max_tokens: int = 1024,
+  ):
+    if (checkpoint_dir is None) == (policy is None):
+      raise ValueError("PolicyAgent needs exactly one of checkpoint_dir and policy")
+    if policy is None:
+      policy = _load(str(Path(checkpoint_dir).absolute()), max_context, default_max_tokens)
+    self.policy, self.temperature, self.max_tokens = policy, temperature, max_tokens
+    self.seed, self._turn = seed, 0
+
+  def reset(self, task) -> None:
+    self._turn = 0
+
+  def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    # A different seed per turn: sampled turns must not repeat one another.
+    self._turn += 1
+    completion = self.policy.chat(
+      messages,
+      tools,
+      temperature=self.temperature,
+      max_tokens=self.max_tokens,
+      seed=self.seed * 100_003 + self._turn,
+    )
+    return completion.message()
