@@ -73,12 +73,18 @@ def _latest_step(directory: Path) -> Path | None:
   return max(steps, key=lambda p: int(p.name)) if steps else None
 
 
+#: Where a training run exports its servable policy inside its workdir.
+POLICY_DIR = "policy"
+
+
 def find_checkpoint(directory: str | Path) -> Path:
   """The Orbax checkpoint to serve from ``directory``: the latest ``checkpoints/<step>``, the
   latest ``<step>``, or ``directory`` itself."""
   directory = Path(directory)
   if not directory.is_dir():
     raise FileNotFoundError(f"checkpoint directory {str(directory)!r} does not exist")
+  if (directory / POLICY_DIR).is_dir():
+    directory = directory / POLICY_DIR  # an SFT/GRPO workdir: the policy exported at its end
   for parent in (directory / CHECKPOINTS_DIR, directory):
     step = _latest_step(parent) if parent.is_dir() else None
     if step is not None and _is_orbax(step):

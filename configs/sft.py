@@ -1,0 +1,105 @@
+"""SFT configs: ``configs/sft.py:paper`` (the paper's stage one), ``:small`` and ``:tiny`` (CPU).
+
+``tiny`` with no ``data.trajectories`` generates a small task set (two or three services, walks of
+three or four calls) and its oracle trajectories in ``WORKDIR/data`` and trains a tiny model on the
+CPU in a few minutes.
+"""
+
+import ml_collections
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  variant = arg or "paper"
+  if variant not in ("tiny", "small", "paper"):
+    raise ValueError(f"unknown SFT config variant {variant!r}; valid: tiny, small, paper")
+  c = ml_collections.ConfigDict()
+  c.variant = variant
+  c.seed = 0  # model initialisation
+  c.max_steps = 0  # optimizer steps; 0 = every batch of data.num_epochs epochs
+  c.stop_after = 0  # stop after this many steps of this process without saving (preemption tests)
+  c.log_every = 10  # steps between metric writes (eval steps are always written)
+  c.eval_every = 100  # steps between held-out evaluations (and at the end)
+
+  c.model = ml_collections.ConfigDict()
+  c.model.name = "qwen3_5_35b_a3b"  # models.CONFIGS key; vocab_size follows the tokenizer
+  c.model.overrides = ml_collections.ConfigDict()  # ModelConfig fields to replace
+  c.model.init_from = ""  # a transformers qwen3_5_moe directory to start from (from_pretrained)
+
+  c.tokenizer = ml_collections.ConfigDict()
+  c.tokenizer.path = ""  # directory holding tokenizer.model; "" = the workdir's, else train one
+  c.tokenizer.vocab_size = 8192  # when a tokenizer is trained here
+
+  c.data = ml_collections.ConfigDict()
+  c.data.trajectories = ""  # sft.jsonl (v = 1 trajectories); "" = generate (see `generate`)
+  c.data.eval_trajectories = ""  # held-out trajectories; "" = take eval_fraction of the above
+  c.data.eval_fraction = 0.05  # share of the trajectories held out when no eval file is given
+  c.data.seq_len = 16384  # tokens per packed row
+  c.data.batch_size = 32  # global batch in rows (paper: 32)
+  c.data.num_epochs = 3  # paper: three epochs
+  c.data.num_packing_bins = 0  # rows packed at once (first fit); 0 = batch_size
+  c.data.overlong = "truncate"  # or "drop": trajectories longer than a row
+  c.data.seed = 0  # shuffling of trajectories and packed rows, and the held-out split
+
+  c.generate = ml_collections.ConfigDict()  # used only when data.trajectories is ""
+  c.generate.num_tasks = 3000  # paper: 3K verified trajectories
+  c.generate.seed = 0
+  c.generate.num_services = 5  # K
+  c.generate.min_walk = 7  # walk length L bounds
+  c.generate.max_walk = 12
+  c.generate.num_distractors = 5
+  c.generate.workers = 1  # processes generating tasks
+
+  c.optim = ml_collections.ConfigDict()
+  c.optim.lr = 1e-4  # paper: 1e-4
+  c.optim.min_lr_ratio = 0.1  # cosine decays to lr * min_lr_ratio
+  c.optim.warmup_steps = -1  # -1 = warmup_ratio of the run
+  c.optim.warmup_ratio = 0.03
+  c.optim.weight_decay = 0.01
+  c.optim.b1 = 0.9
+  c.optim.b2 = 0.95
+  c.optim.eps = 1e-8
+  c.optim.clip_norm = 1.0  # global gradient norm
+  c.optim.grad_accum = 1  # micro-batches per step (batch_size must be a multiple)
+
+  c.mesh = ml_collections.ConfigDict()  # one size may be -1: the remaining devices
+  c.mesh.data = 1
+  c.mesh.fsdp = -1
+  c.mesh.tensor = 1
+  c.mesh.expert = 1
+
+  c.checkpoint = ml_collections.ConfigDict()
+  c.checkpoint.every = 200  # steps between checkpoints (and one at the end)
+  c.checkpoint.keep = 3  # most recent checkpoints kept
+
+  if variant == "small":
+    c.model.name = "small"
+    c.model.overrides = ml_collections.ConfigDict({"moe_backend": "sort"})
+    c.data.seq_len = 4096
+    c.data.batch_size = 8
+    c.optim.lr = 1e-3
+    c.generate.num_tasks = 500
+  elif variant == "tiny":
+    c.model.name = "tiny"
+    # One DeltaNet and one attention layer, "sort" experts: the fastest of the hybrid on 2 CPU
+    # cores (~2K tokens/s trained; the 8-layer "tiny" model runs ~250).
+    c.model.overrides = ml_collections.ConfigDict(
+      {"num_layers": 2, "full_attention_interval": 2, "deltanet_chunk": 64, "moe_backend": "sort"}
+    )
+    c.tokenizer.vocab_size = 2048
+    # Oracle trajectories of these tasks are 5-12K tokens, the first assistant token near 1K:
+    # a 2K row keeps the system turn, the instruction and the discovery turns.
+    c.data.seq_len = 2048
+    c.data.batch_size = 4
+    c.data.num_epochs = 2
+    c.data.eval_fraction = 0.1
+    c.generate.num_tasks = 96
+    c.generate.num_services = 2
+    c.generate.min_walk = 3
+    c.generate.max_walk = 4
+    c.generate.num_distractors = 2
+    c.optim.lr = 3e-3
+    c.optim.warmup_steps = 5
+    c.log_every = 1
+    c.eval_every = 20
+    c.checkpoint.every = 20
+  return c

@@ -1,0 +1,25 @@
+"""Supervised fine-tuning on verified trajectories.
+
+``python -m experiments.train_sft --config=configs/sft.py:tiny --workdir=DIR`` trains (or resumes
+from the latest checkpoint in ``DIR/checkpoints``), writes metrics as TensorBoard event files and
+``DIR/summary.json`` (steps, initial_loss, final_loss, eval_loss, tokens_per_s, mfu, ...).
+"""
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from experiments.common import write_summary
+from rl.sft import train
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "SFT config file.", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", "runs/sft", "Checkpoints, metrics and summary.json.")
+
+
+def main(argv):
+  del argv
+  write_summary(_WORKDIR.value, train(_CONFIG.value, _WORKDIR.value))
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["config"])
+  app.run(main)

@@ -1,0 +1,120 @@
+"""Gated full attention: GQA, QK RMSNorm, partial rotary, a sigmoid output gate, and a KV cache."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx, struct
+
+from models import sharding
+from models.config import ModelConfig
+from models.layers import RMSNorm, normal, rotary
+
+
+@struct.dataclass
+class KVCache:
+  """Keys and values of every position written so far; row b holds `lengths[b]` valid entries."""
+
+  k_bskd: jax.Array  # [B, S, K, D]
+  v_bskd: jax.Array  # [B, S, K, D]
+
+  @classmethod
+  def zeros(cls, config: ModelConfig, batch: int, max_len: int) -> KVCache:
+    shape = (batch, max_len, config.num_kv_heads, config.head_dim)
+    zeros = jnp.zeros(shape, config.compute_dtype)
+    return cls(k_bskd=zeros, v_bskd=zeros)
+
+
+def _write_rows(cache_bskd: jax.Array, new_btkd: jax.Array, start_b: jax.Array) -> jax.Array:
+  """Writes each row's T new entries at its own offset (the caller keeps start + T <= S)."""
+
+  def write(row_skd, new_tkd, start):
+    return jax.lax.dynamic_update_slice(row_skd, new_tkd.astype(row_skd.dtype), (start, 0, 0))
+
+  return jax.vmap(write)(cache_bskd, new_btkd, start_b)
+
+
+class GatedAttention(nnx.Module):
+  """Causal softmax attention whose output is multiplied by sigmoid(x W_gate) before W_o."""
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    d, h, kv, hd = config.d_model, config.num_heads, config.num_kv_heads, config.head_dim
+    init, dtype = normal(config.init_std), config.weight_dtype
+    self.w_q_dhk = sharding.param(
+      init, rngs.params(), (d, h, hd), ("embed", "q_heads", "head_dim"), dtype
+    )
+    self.w_gate_dhk = sharding.param(
+      init, rngs.params(), (d, h, hd), ("embed", "q_heads", "head_dim"), dtype
+    )
+    self.w_k_dgk = sharding.param(
+      init, rngs.params(), (d, kv, hd), ("embed", "kv_heads", "head_dim"), dtype
+    )
+    self.w_v_dgk = sharding.param(
+      init, rngs.params(), (d, kv, hd), ("embed", "kv_heads", "head_dim"), dtype
+    )
+    self.w_o_hkd = sharding.param(
+      init, rngs.params(), (h, hd, d), ("q_heads", "head_dim", "embed"), dtype
+    )
+    self.q_norm = RMSNorm(hd, config, rngs=rngs)
+    self.k_norm = RMSNorm(hd, config, rngs=rngs)
+    self.config = config
+
+  def __call__(
+    self,
+    x_btd: jax.Array,
+    positions_bt: jax.Array,
+    segment_ids_bt: jax.Array | None = None,
+    cache: KVCache | None = None,
+    cache_lengths_b: jax.Array | None = None,
+  ) -> tuple[jax.Array, KVCache | None]:
+    """Attends causally within segments, or over `cache` plus the new tokens when one is given.
+
+    With a cache, token t of row b sits at position `cache_lengths_b[b] + t` and `positions_bt`
+    must say so; segment ids are not used.
+    """
+    cfg, dtype = self.config, self.config.compute_dtype
+    x_btd = x_btd.astype(dtype)
+    q_bthk = jnp.einsum("btd,dhk->bthk", x_btd, self.w_q_dhk[...].astype(dtype))
+    gate_bthk = jnp.einsum("btd,dhk->bthk", x_btd, self.w_gate_dhk[...].astype(dtype))
+    k_btgk = jnp.einsum("btd,dgk->btgk", x_btd, self.w_k_dgk[...].astype(dtype))
+    v_btgk = jnp.einsum("btd,dgk->btgk", x_btd, self.w_v_dgk[...].astype(dtype))
+    q_bthk = rotary(self.q_norm(q_bthk), positions_bt, cfg.rotary_dim, cfg.rope_theta)
+    k_btgk = rotary(self.k_norm(k_btgk), positions_bt, cfg.rotary_dim, cfg.rope_theta)
+    q_bthk = sharding.constrain(q_bthk, ("act_batch", "act_seq", "act_heads", None))
+
+    if cache is None:
+      k_bsgk, v_bsgk = k_btgk, v_btgk
+      index_t = jnp.arange(x_btd.shape[1])
+      mask_bts = (index_t[None, :] <= index_t[:, None])[None]
+      if segment_ids_bt is not None:
+        mask_bts &= segment_ids_bt[:, :, None] == segment_ids_bt[:, None, :]
+      new_cache = None
+    else:
+      new_cache = KVCache(
+        k_bskd=_write_rows(cache.k_bskd, k_btgk, cache_lengths_b),
+        v_bskd=_write_rows(cache.v_bskd, v_btgk, cache_lengths_b),
+      )
+      k_bsgk, v_bsgk = new_cache.k_bskd, new_cache.v_bskd
+      key_positions_s = jnp.arange(k_bsgk.shape[1])
+      # Slots past a row's length hold stale or zero entries; every one of them lies after the
+      # query's own position, so the causal test alone excludes them.
+      mask_bts = key_positions_s[None, None, :] <= positions_bt[:, :, None]
+
+    out_bthk = _gqa_attention(q_bthk, k_bsgk, v_bsgk, mask_bts)
+    out_bthk = out_bthk * jax.nn.sigmoid(gate_bthk.astype(jnp.float32)).astype(dtype)
+    out_btd = jnp.einsum("bthk,hkd->btd", out_bthk, self.w_o_hkd[...].astype(dtype))
+    return out_btd, new_cache
+
+
+def _gqa_attention(q_bthk, k_bsgk, v_bsgk, mask_bts) -> jax.Array:
+  """Softmax(q k^T / sqrt(d)) v with query head h reading KV head h // (H / G)."""
+  b, t, h, d = q_bthk.shape
+  g = k_bsgk.shape[2]
+  q_btgrk = q_bthk.reshape(b, t, g, h // g, d)
+  logits_bgrts = jnp.einsum(
+    "btgrk,bsgk->bgrts", q_btgrk, k_bsgk, preferred_element_type=jnp.float32
+  ) * (d**-0.5)
+  logits_bgrts = jnp.where(mask_bts[:, None, None], logits_bgrts, -jnp.inf)
+  probs_bgrts = jax.nn.softmax(logits_bgrts, axis=-1).astype(v_bsgk.dtype)
+  out_btgrk = jnp.einsum("bgrts,bsgk->btgrk", probs_bgrts, v_bsgk)
+  return out_btgrk.reshape(b, t, h, d)

@@ -1,0 +1,137 @@
+"""Dropless mixture of experts: softmax top-k router, SwiGLU experts, gated shared expert.
+
+Three interchangeable dispatch backends compute sum_k w_nk * expert_{e_nk}(x_n):
+  "ragged_dot": sort the N*k (token, expert) rows by expert, one grouped matmul per weight
+                (`jax.lax.ragged_dot`) — the GPU/TPU path; on CPU it computes every expert densely.
+  "sort":       sort the rows by expert, pad each group to whole tiles and loop over the used
+                tiles (`models.tiled_experts`) — sparsity that is real on CPU.
+  "loop":       every expert on every token, weighted by the routing — the test reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from flax import nnx, struct
+
+from models import sharding
+from models.config import ModelConfig
+from models.layers import SwiGLU, normal
+from models.tiled_experts import dispatch_sort
+
+
+@struct.dataclass
+class MoEStats:
+  """Logged per MoE layer: the load-balancing loss and each expert's share of the routed rows."""
+
+  aux_loss: jax.Array  # [] Switch-style E * sum_e f_e P_e, 1 when perfectly balanced
+  expert_load: jax.Array  # [E], sums to 1 over experts
+
+
+def route(logits_ne: jax.Array, top_k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """Softmax over all experts, then the top k renormalised: (probs [N,E], weights, experts [N,k])."""
+  probs_ne = jax.nn.softmax(logits_ne.astype(jnp.float32), axis=-1)
+  top_nk, experts_nk = jax.lax.top_k(probs_ne, top_k)
+  return probs_ne, top_nk / jnp.sum(top_nk, axis=-1, keepdims=True), experts_nk
+
+
+def load_balancing(probs_ne, experts_nk, mask_n) -> MoEStats:
+  """f_e: fraction of tokens sent to e (sums to k); P_e: mean router probability (Switch eq. 4)."""
+  num_experts = probs_ne.shape[-1]
+  mask_n = mask_n.astype(jnp.float32)
+  tokens = jnp.maximum(jnp.sum(mask_n), 1.0)
+  # Reductions, not einsums: bookkeeping, which FLOP counts should not see as matmuls.
+  onehot_nke = jax.nn.one_hot(experts_nk, num_experts, dtype=jnp.float32)
+  counts_e = jnp.sum(onehot_nke * mask_n[:, None, None], axis=(0, 1))
+  frac_e = counts_e / tokens
+  prob_e = jnp.sum(probs_ne * mask_n[:, None], axis=0) / tokens
+  return MoEStats(
+    aux_loss=num_experts * jnp.sum(frac_e * prob_e),
+    expert_load=counts_e / jnp.maximum(jnp.sum(counts_e), 1.0),
+  )
+
+
+def _swiglu(x, w_gate, w_up, w_down, matmul):
+  return matmul(jax.nn.silu(matmul(x, w_gate)) * matmul(x, w_up), w_down)
+
+
+def _sort_by_expert(experts_nk, num_experts):
+  """The N*k (token, expert) rows in expert order (row r is token r // k), and group sizes [E]."""
+  flat_r = experts_nk.reshape(-1)
+  order_r = jnp.argsort(flat_r, stable=True)
+  return order_r, jnp.bincount(flat_r, length=num_experts).astype(jnp.int32)
+
+
+def _unsort_combine(out_rd, order_r, weights_nk):
+  n, top_k = weights_nk.shape
+  unsorted_rd = jnp.zeros_like(out_rd).at[order_r].set(out_rd)
+  return jnp.einsum(
+    "nkd,nk->nd", unsorted_rd.reshape(n, top_k, -1), weights_nk.astype(out_rd.dtype)
+  )
+
+
+def dispatch_ragged_dot(x_nd, weights_nk, experts_nk, w_gate_edf, w_up_edf, w_down_efd, tile):
+  del tile
+  order_r, group_sizes_e = _sort_by_expert(experts_nk, w_gate_edf.shape[0])
+  rows_rd = x_nd[order_r // experts_nk.shape[1]]
+
+  def matmul(x, w):
+    return jax.lax.ragged_dot(x, w, group_sizes_e)
+
+  out_rd = _swiglu(rows_rd, w_gate_edf, w_up_edf, w_down_efd, matmul)
+  return _unsort_combine(out_rd, order_r, weights_nk)
+
+
+def dispatch_loop(x_nd, weights_nk, experts_nk, w_gate_edf, w_up_edf, w_down_efd, tile):
+  del tile
+  num_experts = w_gate_edf.shape[0]
+  combine_ne = jnp.einsum("nk,nke->ne", weights_nk, jax.nn.one_hot(experts_nk, num_experts))
+  out_nd = jnp.zeros_like(x_nd)
+  for e in range(num_experts):
+    y_nd = _swiglu(x_nd, w_gate_edf[e], w_up_edf[e], w_down_efd[e], jnp.matmul)
+    out_nd = out_nd + combine_ne[:, e, None].astype(y_nd.dtype) * y_nd
+  return out_nd
+
+
+DISPATCH: dict[str, Callable[..., jax.Array]] = {
+  "ragged_dot": dispatch_ragged_dot,
+  "sort": dispatch_sort,
+  "loop": dispatch_loop,
+}
+
+
+class MoE(nnx.Module):
+  """Routed SwiGLU experts plus a shared SwiGLU expert scaled by sigmoid(x w_shared_gate)."""
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    d, e, f = config.d_model, config.num_experts, config.expert_dim
+    init, dtype, p = normal(config.init_std), config.weight_dtype, rngs.params
+    self.w_router_de = sharding.param(init, p(), (d, e), ("embed", None), dtype)
+    self.w_gate_edf = sharding.param(init, p(), (e, d, f), ("expert", "embed", "expert_mlp"), dtype)
+    self.w_up_edf = sharding.param(init, p(), (e, d, f), ("expert", "embed", "expert_mlp"), dtype)
+    self.w_down_efd = sharding.param(init, p(), (e, f, d), ("expert", "expert_mlp", "embed"), dtype)
+    self.shared = SwiGLU(config, config.shared_expert_dim, rngs=rngs)
+    self.w_shared_gate_d = sharding.param(init, p(), (d,), ("embed",), dtype)
+    self.config = config
+
+  def __call__(
+    self, x_btd: jax.Array, mask_bt: jax.Array | None = None, backend: str | None = None
+  ) -> tuple[jax.Array, MoEStats]:
+    """`mask_bt` excludes padding from the statistics (not from the computation)."""
+    cfg, dtype = self.config, self.config.compute_dtype
+    b, t, d = x_btd.shape
+    x_nd = x_btd.reshape(b * t, d).astype(dtype)
+    # The router runs in float32: near-tied logits in bfloat16 flip the top-k selection.
+    logits_ne = x_nd.astype(jnp.float32) @ self.w_router_de[...].astype(jnp.float32)
+    probs_ne, weights_nk, experts_nk = route(logits_ne, cfg.num_experts_per_tok)
+    dispatch = DISPATCH[backend or cfg.moe_backend]
+    weights = (self.w_gate_edf, self.w_up_edf, self.w_down_efd)
+    routed_nd = dispatch(
+      x_nd, weights_nk, experts_nk, *(w[...].astype(dtype) for w in weights), cfg.moe_tile
+    )
+    shared_gate_n1 = jax.nn.sigmoid(x_nd @ self.w_shared_gate_d[...].astype(dtype))[:, None]
+    out_nd = routed_nd + shared_gate_n1 * self.shared(x_nd)
+    mask_n = jnp.ones((b * t,), bool) if mask_bt is None else mask_bt.reshape(-1)
+    return out_nd.reshape(b, t, d), load_balancing(probs_ne, experts_nk, mask_n)

@@ -1,0 +1,610 @@
+"""Supervised fine-tuning on verified trajectories: packed batches → masked cross-entropy → AdamW.
+
+``train(config, workdir)`` runs the whole first stage of the paper: it finds (or makes) the SFT set
+and the tokenizer, builds the model on the device mesh, and trains with a jitted, sharded step
+``state, batch -> state, metrics`` whose state is donated. The loss is the cross-entropy of the
+agent's tokens only, summed and divided by the number of loss tokens of the whole global batch, so
+gradient accumulation over micro-batches gives the gradient of the big batch exactly. Orbax saves
+the train state and the grain iterator state together, so a killed run resumes on the very batch it
+would have seen next. Metrics go to TensorBoard event files, ``metrics.jsonl`` and the console.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+import orbax.checkpoint as ocp
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
+from tqdm import tqdm
+
+import models
+from models.flops import model_summary
+from rl.chat import SPECIAL_TOKENS, ChatRenderer
+from rl.data import BATCH_KEYS, DataConfig, sft_dataset
+from rl.policy import POLICY_DIR, save_policy
+from rl.tokenizer import SENTENCEPIECE_FILE, SentencePieceTokenizer, Tokenizer, load_tokenizer
+
+#: The mesh axes a batch's rows are split over (the model's "act_batch" rule).
+BATCH_AXES = ("data", "fsdp")
+CHECKPOINT_DIR = "checkpoints"
+METRICS_FILE = "metrics.jsonl"
+CONFIG_FILE = "config.json"
+DATA_DIR = "data"
+
+
+# --------------------------------------------------------------------------------------------------
+# Loss and train step
+
+
+def token_losses(
+  logits_btv: jax.Array, targets_bt: jax.Array, loss_mask_bt: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+  """Summed masked next-token NLL and the number of correct argmax predictions, both scalars."""
+  nll_bt = optax.softmax_cross_entropy_with_integer_labels(logits_btv, targets_bt)
+  mask_bt = loss_mask_bt.astype(jnp.float32)
+  correct_bt = (jnp.argmax(logits_btv, axis=-1) == targets_bt).astype(jnp.float32)
+  return jnp.sum(nll_bt * mask_bt), jnp.sum(correct_bt * mask_bt)
+
+
+def _forward(graphdef, params, rest, batch: Mapping[str, jax.Array]):
+  model = nnx.merge(graphdef, params, rest)
+  return model.forward(
+    batch["tokens"], positions_bt=batch["positions"], segment_ids_bt=batch["segment_ids"]
+  )
+
+
+def make_optimizer(config: ml_collections.ConfigDict, total_steps: int):
+  """AdamW with linear warmup and cosine decay to ``min_lr_ratio * lr``, after global-norm
+  clipping; returns the transformation and its schedule."""
+  o = config.optim
+  warmup = o.warmup_steps if o.warmup_steps >= 0 else int(o.warmup_ratio * total_steps)
+  warmup = min(warmup, max(total_steps - 1, 0))
+  schedule = optax.warmup_cosine_decay_schedule(
+    init_value=0.0 if warmup else o.lr,
+    peak_value=o.lr,
+    warmup_steps=warmup,
+    decay_steps=max(total_steps, warmup + 1),
+    end_value=o.lr * o.min_lr_ratio,
+  )
+  tx = optax.chain(
+    optax.clip_by_global_norm(o.clip_norm),
+    optax.adamw(schedule, b1=o.b1, b2=o.b2, eps=o.eps, weight_decay=o.weight_decay),
+  )
+  return tx, schedule
+
+
+def make_train_step(graphdef, tx, schedule, *, grad_accum: int, aux_loss_coef: float):
+  """``step(state, batch) -> (state, metrics)``; state = {step, params, rest, opt_state}.
+
+  The batch [B, T] is cut into ``grad_accum`` micro-batches of B / grad_accum rows (rows
+  i, i + n, i + 2n, ... so each keeps its spread over the batch shards). Every micro-batch's summed
+  NLL is divided by the loss tokens of the whole batch, so the accumulated gradient is that of the
+  single big batch. The MoE load-balancing loss is a per-micro-batch mean, averaged.
+  """
+
+  def micro_loss(params, rest, micro, n_loss):
+    out = _forward(graphdef, params, rest, micro)
+    nll_sum, correct = token_losses(out.logits, micro["targets"], micro["loss_mask"])
+    loss = nll_sum / n_loss + aux_loss_coef * out.aux_loss / grad_accum
+    return loss, (nll_sum, correct, out.aux_loss)
+
+  grad_fn = jax.grad(micro_loss, has_aux=True)
+
+  def step(state, batch):
+    params, rest = state["params"], state["rest"]
+    n_loss = jnp.maximum(jnp.sum(batch["loss_mask"]), 1).astype(jnp.float32)
+
+    def split(x_bt):  # [B, T] -> [n, B / n, T]
+      b = x_bt.shape[0]
+      return x_bt.reshape(b // grad_accum, grad_accum, *x_bt.shape[1:]).swapaxes(0, 1)
+
+    micro_batches = {k: split(batch[k]) for k in BATCH_KEYS}
+
+    def accumulate(grads, micro):
+      g, stats = grad_fn(params, rest, micro, n_loss)
+      return jax.tree.map(jnp.add, grads, g), stats
+
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    grads, (nll, correct, aux) = jax.lax.scan(accumulate, zeros, micro_batches)
+    updates, opt_state = tx.update(grads, state["opt_state"], params)
+    new_state = {
+      "step": state["step"] + 1,
+      "params": optax.apply_updates(params, updates),
+      "rest": rest,
+      "opt_state": opt_state,
+    }
+    metrics = {
+      "loss": jnp.sum(nll) / n_loss,
+      "accuracy": jnp.sum(correct) / n_loss,
+      "aux_loss": jnp.mean(aux),
+      "grad_norm": optax.tree.norm(grads),
+      "lr": schedule(state["step"]),
+      "loss_tokens": n_loss,
+      "tokens": jnp.sum(batch["segment_ids"] > 0).astype(jnp.float32),
+    }
+    return new_state, metrics
+
+  return step
+
+
+def make_eval_step(graphdef):
+  """``eval(state, batch) -> (summed NLL, correct, loss tokens)``."""
+
+  def evaluate(state, batch):
+    out = _forward(graphdef, state["params"], state["rest"], batch)
+    nll_sum, correct = token_losses(out.logits, batch["targets"], batch["loss_mask"])
+    return nll_sum, correct, jnp.sum(batch["loss_mask"]).astype(jnp.float32)
+
+  return evaluate
+
+
+# --------------------------------------------------------------------------------------------------
+# State, mesh and sharding
+
+
+def build_mesh(config: ml_collections.ConfigDict) -> jax.sharding.Mesh:
+  m = config.mesh
+  return models.make_mesh(data=m.data, fsdp=m.fsdp, tensor=m.tensor, expert=m.expert)
+
+
+def _replicate_unsharded(tree, mesh):
+  """Puts every leaf that is not already mesh-sharded (optimizer counters) replicated on `mesh`."""
+
+  def put(x):
+    if isinstance(getattr(x, "sharding", None), NamedSharding):
+      return x
+    return jax.device_put(x, NamedSharding(mesh, PartitionSpec()))
+
+  return jax.tree.map(put, tree)
+
+
+def init_state(model: models.Transformer, tx, mesh) -> tuple[Any, dict[str, Any]]:
+  """The graph definition and the train state of `model`; optimizer moments take the sharding of
+  their parameters (``zeros_like`` of a sharded array keeps its sharding)."""
+  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+  state = {
+    "step": jnp.zeros((), jnp.int32),
+    "params": params,
+    "rest": rest,
+    "opt_state": tx.init(params),
+  }
+  return graphdef, _replicate_unsharded(state, mesh)
+
+
+def shard_batch(batch: Mapping[str, np.ndarray], mesh) -> dict[str, jax.Array]:
+  """The host batch as global arrays with rows split over the data axes of `mesh`."""
+  sharding = NamedSharding(mesh, PartitionSpec(BATCH_AXES, None))
+  return {k: jax.device_put(np.asarray(batch[k], np.int32), sharding) for k in BATCH_KEYS}
+
+
+# --------------------------------------------------------------------------------------------------
+# Data and tokenizer
+
+
+def _generate_sft_set(config: ml_collections.ConfigDict, data_dir: Path) -> Path:
+  """Generates tasks and their oracle trajectories into `data_dir` (reused when present)."""
+  from compoworld.generate import generate_tasks
+  from compoworld.trajectories import collect_trajectories
+
+  path = data_dir / "sft.jsonl"
+  if path.is_file():
+    return path
+  g = config.generate
+  tasks, _ = generate_tasks(
+    g.num_tasks,
+    seed=g.seed,
+    k=g.num_services,
+    min_walk=g.min_walk,
+    max_walk=g.max_walk,
+    num_distractors=g.num_distractors,
+    workers=g.workers,
+  )
+  if not tasks:
+    raise ValueError(f"task generation produced no task with {g}")
+  summary = collect_trajectories(tasks, data_dir, agent="oracle")
+  if not summary["kept"]:
+    raise ValueError(f"no verified trajectory among {len(tasks)} generated tasks: {summary}")
+  return path
+
+
+def load_sft_set(
+  config: ml_collections.ConfigDict, workdir: Path
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+  """Train and held-out trajectories: from the configured files, or generated when none."""
+  from compoworld.trajectories import load_trajectories
+
+  d = config.data
+  path = Path(d.trajectories) if d.trajectories else _generate_sft_set(config, workdir / DATA_DIR)
+  records = load_trajectories(path)
+  records = [r for r in records if r.get("success", True)]
+  if not records:
+    raise ValueError(f"no successful trajectories in {path}")
+  if d.eval_trajectories:
+    return records, load_trajectories(d.eval_trajectories)
+  n_eval = round(d.eval_fraction * len(records))
+  if n_eval >= len(records):
+    raise ValueError(f"eval_fraction={d.eval_fraction} leaves no training data of {len(records)}")
+  order = np.random.default_rng(d.seed).permutation(len(records))
+  held = set(order[:n_eval].tolist())
+  train = [r for i, r in enumerate(records) if i not in held]
+  return train, [r for i, r in enumerate(records) if i in held]
+
+
+def get_tokenizer(
+  config: ml_collections.ConfigDict, workdir: Path, trajectories: Sequence[Mapping[str, Any]]
+) -> Tokenizer:
+  """The configured tokenizer, the one saved in `workdir` by an earlier run, or a new
+  SentencePiece model trained on the trajectories' text and the library's tool schemas."""
+  if config.tokenizer.path:
+    return load_tokenizer(config.tokenizer.path)
+  if (workdir / SENTENCEPIECE_FILE).is_file():
+    return load_tokenizer(workdir)
+  from rl.corpus import conversation_texts, library_texts
+
+  texts: dict[str, None] = {}
+  for record in trajectories:
+    texts.update(dict.fromkeys(conversation_texts(record["messages"])))
+  texts.update(dict.fromkeys(library_texts()))
+  return SentencePieceTokenizer.train(list(texts), config.tokenizer.vocab_size, SPECIAL_TOKENS)
+
+
+def _data_config(config: ml_collections.ConfigDict, *, epochs: int | None, train: bool):
+  d = config.data
+  return DataConfig(
+    seq_len=d.seq_len,
+    batch_size=d.batch_size,
+    seed=d.seed,
+    num_epochs=epochs,
+    num_packing_bins=d.num_packing_bins or None,
+    overlong=d.overlong,
+    drop_remainder=train,
+    shard_index=jax.process_index(),
+    num_shards=jax.process_count(),
+  )
+
+
+def count_steps(trajectories, renderer, config: ml_collections.ConfigDict) -> int:
+  """Optimizer steps of the configured run: ``max_steps``, or every batch of every epoch."""
+  if config.max_steps > 0:
+    return config.max_steps
+  one_epoch = sft_dataset(trajectories, renderer, _data_config(config, epochs=1, train=True))
+  per_epoch = sum(1 for _ in one_epoch)
+  if not per_epoch:
+    raise ValueError(
+      f"{len(trajectories)} trajectories do not fill one batch of {config.data.batch_size} rows"
+    )
+  return per_epoch * config.data.num_epochs
+
+
+def _pad_rows(batch: Mapping[str, np.ndarray], rows: int) -> dict[str, np.ndarray]:
+  """A last, short eval batch padded with empty rows (loss mask 0), so shapes never change."""
+  short = rows - len(batch["tokens"])
+  return {k: np.pad(np.asarray(batch[k]), ((0, short), (0, 0))) for k in BATCH_KEYS}
+
+
+# --------------------------------------------------------------------------------------------------
+# Throughput
+
+
+def measure_matmul_peak(size: int = 2048, dtype: str = "float32", repeats: int = 5) -> float:
+  """FLOP/s of a square matmul on all local devices together (the best of `repeats`)."""
+  devices = jax.local_devices()
+  f = jax.jit(lambda a, b: a @ b)
+  best = math.inf
+  xs = [jax.device_put(jnp.ones((size, size), dtype), d) for d in devices]
+  jax.block_until_ready([f(x, x) for x in xs])
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    jax.block_until_ready([f(x, x) for x in xs])
+    best = min(best, time.perf_counter() - t0)
+  return 2.0 * size**3 * len(devices) / best
+
+
+class MetricWriter:
+  """Scalars to TensorBoard event files and to ``metrics.jsonl``; only process 0 writes."""
+
+  def __init__(self, workdir: Path):
+    self.enabled = jax.process_index() == 0
+    if self.enabled:
+      from tensorboardX import SummaryWriter
+
+      self._tb = SummaryWriter(str(workdir / "tensorboard"))
+      self._jsonl = open(workdir / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
+
+  def write(self, step: int, scalars: Mapping[str, float]) -> None:
+    if not self.enabled:
+      return
+    for name, value in scalars.items():
+      self._tb.add_scalar(name, value, step)
+    self._jsonl.write(json.dumps({"step": step, **scalars}) + "\n")
+    self._jsonl.flush()
+
+  def close(self) -> None:
+    if self.enabled:
+      self._tb.close()
+      self._jsonl.close()
+
+
+# --------------------------------------------------------------------------------------------------
+# The run
+
+
+def _model_config(config: ml_collections.ConfigDict, vocab_size: int) -> models.ModelConfig:
+  overrides = dict(config.model.overrides)
+  # Round the vocabulary up so the "vocab" axis splits over any tensor width.
+  overrides.setdefault("vocab_size", -(-vocab_size // 128) * 128)
+  return models.get_config(config.model.name, **overrides)
+
+
+def _checkpoint_manager(workdir: Path, config: ml_collections.ConfigDict):
+  options = ocp.CheckpointManagerOptions(
+    max_to_keep=config.checkpoint.keep, create=True, enable_async_checkpointing=False
+  )
+  return ocp.CheckpointManager((workdir / CHECKPOINT_DIR).absolute(), options=options)
+
+
+def _save(manager, step: int, state, data_iter) -> None:
+  manager.save(
+    step,
+    args=ocp.args.Composite(
+      state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(data_iter.get_state())
+    ),
+  )
+
+
+def _evaluate(eval_step, state, eval_set, renderer, config, mesh) -> float | None:
+  if not eval_set:
+    return None
+  ds = sft_dataset(eval_set, renderer, _data_config(config, epochs=1, train=False))
+  nll, n = 0.0, 0.0
+  for batch in ds:
+    s, _, k = eval_step(state, shard_batch(_pad_rows(batch, config.data.batch_size), mesh))
+    nll, n = nll + float(s), n + float(k)
+  return nll / n if n else None
+
+
+def train(
+  config: ml_collections.ConfigDict,
+  workdir: str | Path,
+  *,
+  tools: Sequence[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+  """Trains (or resumes training) as `config` says, in `workdir`; returns the summary.
+
+  `tools` are the function schemas of the system turn (default: the four meta-tools).
+  """
+  workdir = Path(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
+  if config.data.batch_size % config.optim.grad_accum:
+    raise ValueError(
+      f"batch_size {config.data.batch_size} is not a multiple of grad_accum "
+      f"{config.optim.grad_accum}"
+    )
+  train_set, eval_set = load_sft_set(config, workdir)
+  tokenizer = get_tokenizer(config, workdir, train_set)
+  renderer = ChatRenderer(tokenizer) if tools is None else ChatRenderer(tokenizer, tools)
+  if jax.process_index() == 0:
+    tokenizer.save(workdir)  # beside every checkpoint, loaded with it
+    (workdir / CONFIG_FILE).write_text(config.to_json_best_effort(indent=2) + "\n")
+
+  mesh = build_mesh(config)
+  rows_per_micro = config.data.batch_size // config.optim.grad_accum
+  batch_shards = mesh.shape["data"] * mesh.shape["fsdp"]
+  if rows_per_micro % batch_shards:
+    raise ValueError(f"{rows_per_micro} rows per micro-batch do not split over {batch_shards}")
+  total_steps = count_steps(train_set, renderer, config)
+  tx, schedule = make_optimizer(config, total_steps)
+
+  with models.use_mesh(mesh):
+    if config.model.init_from:
+      model, model_config = models.from_pretrained(config.model.init_from, mesh=mesh)
+    else:
+      model_config = _model_config(config, tokenizer.vocab_size)
+      model = models.create_model(model_config, seed=config.seed, mesh=mesh)
+    if model_config.vocab_size < tokenizer.vocab_size:
+      raise ValueError(f"model vocab {model_config.vocab_size} < tokenizer's")
+    graphdef, state = init_state(model, tx, mesh)
+    del model
+    state_shardings = jax.tree.map(lambda x: x.sharding, state)
+    step_fn = make_train_step(
+      graphdef,
+      tx,
+      schedule,
+      grad_accum=config.optim.grad_accum,
+      aux_loss_coef=model_config.router_aux_loss_coef,
+    )
+    train_step = jax.jit(step_fn, out_shardings=(state_shardings, None), donate_argnums=0)
+    eval_step = jax.jit(make_eval_step(graphdef))
+
+    data_iter = iter(
+      sft_dataset(
+        train_set, renderer, _data_config(config, epochs=config.data.num_epochs, train=True)
+      )
+    )
+    manager = _checkpoint_manager(workdir, config)
+    start = 0
+    if manager.latest_step() is not None:
+      start = manager.latest_step()
+      abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
+      restored = manager.restore(
+        start,
+        args=ocp.args.Composite(
+          state=ocp.args.StandardRestore(abstract), data=ocp.args.JsonRestore()
+        ),
+      )
+      state = restored["state"]
+      data_iter.set_state(restored["data"])
+      print(f"resumed from step {start} in {manager.directory}")
+
+    flops_per_token = model_summary(model_config, config.data.seq_len)["flops_per_token"]
+    peak = measure_matmul_peak(dtype=model_config.dtype)
+    writer = MetricWriter(workdir)
+    initial_eval = (
+      _evaluate(eval_step, state, eval_set, renderer, config, mesh) if start == 0 else None
+    )
+    if initial_eval is not None:
+      writer.write(0, {"eval_loss": initial_eval})
+
+    history: list[dict[str, float]] = []
+    timed_tokens, timed_seconds = 0.0, 0.0
+    last_eval = initial_eval
+    bar = tqdm(total=total_steps, initial=start, desc="sft", mininterval=1.0)
+    step = start
+    batches: Iterator = data_iter
+    while step < total_steps:
+      if config.stop_after and step - start >= config.stop_after:
+        break  # a simulated preemption: nothing is saved
+      try:
+        host_batch = next(batches)
+      except StopIteration:
+        break
+      t0 = time.perf_counter()
+      state, metrics = train_step(state, shard_batch(host_batch, mesh))
+      metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+      seconds = time.perf_counter() - t0
+      step += 1
+      computed = float(host_batch["tokens"].size)
+      if step > start + 1:  # the first step compiles
+        timed_tokens, timed_seconds = timed_tokens + computed, timed_seconds + seconds
+      metrics["tokens_per_s"] = computed / seconds
+      metrics["mfu"] = metrics["tokens_per_s"] * flops_per_token / peak
+      history.append({"step": step, **metrics})
+      if step % config.eval_every == 0 or step == total_steps:
+        last_eval = _evaluate(eval_step, state, eval_set, renderer, config, mesh)
+        if last_eval is not None:
+          metrics["eval_loss"] = last_eval
+      if step % config.log_every == 0 or "eval_loss" in metrics:
+        writer.write(step, metrics)
+      bar.set_postfix(loss=f"{metrics['loss']:.3f}", acc=f"{metrics['accuracy']:.3f}")
+      bar.update(1)
+      if step % config.checkpoint.every == 0 or step == total_steps:
+        _save(manager, step, state, data_iter)
+    bar.close()
+    killed = config.stop_after and step - start >= config.stop_after
+    if not killed and manager.latest_step() != step:
+      _save(manager, step, state, data_iter)
+    manager.wait_until_finished()
+    writer.close()
+    if not killed:
+      # The servable policy (model config, tokenizer, weights) that serve_policy and the
+      # checkpoint agent read; training checkpoints also hold optimizer and data state.
+      save_policy(workdir / POLICY_DIR, nnx.merge(graphdef, state["params"], state["rest"]),
+                  tokenizer, int(step))  # fmt: skip
+
+  tokens_per_s = timed_tokens / timed_seconds if timed_seconds else None
+  return {
+    "steps": step,
+    "start_step": start,
+    "total_steps": total_steps,
+    "initial_loss": history[0]["loss"] if history else None,
+    "final_loss": history[-1]["loss"] if history else None,
+    "losses": [round(h["loss"], 6) for h in history],
+    "initial_eval_loss": initial_eval,
+    "eval_loss": last_eval,
+    "final_accuracy": history[-1]["accuracy"] if history else None,
+    "tokens_per_s": tokens_per_s,
+    "mfu": tokens_per_s * flops_per_token / peak if tokens_per_s else None,
+    "matmul_peak_flops": peak,
+    "flops_per_token": flops_per_token,
+    "train_trajectories": len(train_set),
+    "eval_trajectories": len(eval_set),
+    "vocab_size": tokenizer.vocab_size,
+    "mesh": dict(mesh.shape),
+    "checkpoints": str(manager.directory),
+    "policy": str(workdir / POLICY_DIR),
+    "workdir": str(workdir),
+  }
+
+
+def benchmark(
+  model_config: models.ModelConfig,
+  *,
+  batch_size: int,
+  seq_len: int,
+  steps: int = 10,
+  warmup: int = 2,
+  grad_accum: int = 1,
+  mesh=None,
+) -> dict[str, Any]:
+  """Steady-state train-step throughput of `model_config` on random full rows (every token is a
+  loss token): tokens/s, and MFU against the measured matmul peak of the local devices."""
+  if steps < 1 or warmup < 1:
+    raise ValueError("need at least one warm-up and one timed step")
+  config = get_default_config()
+  config.optim.grad_accum = grad_accum
+  mesh = mesh if mesh is not None else models.make_mesh()
+  tx, schedule = make_optimizer(config, steps + warmup)
+  rng = np.random.default_rng(0)
+  tokens = rng.integers(0, model_config.vocab_size, size=(batch_size, seq_len + 1), dtype=np.int32)
+  batch = {
+    "tokens": tokens[:, :-1],
+    "targets": tokens[:, 1:],
+    "loss_mask": np.ones((batch_size, seq_len), np.int32),
+    "segment_ids": np.ones((batch_size, seq_len), np.int32),
+    "positions": np.broadcast_to(np.arange(seq_len, dtype=np.int32), (batch_size, seq_len)),
+  }
+  with models.use_mesh(mesh):
+    model = models.create_model(model_config, seed=0, mesh=mesh)
+    graphdef, state = init_state(model, tx, mesh)
+    del model
+    step = jax.jit(
+      make_train_step(
+        graphdef,
+        tx,
+        schedule,
+        grad_accum=grad_accum,
+        aux_loss_coef=model_config.router_aux_loss_coef,
+      ),
+      donate_argnums=0,
+    )
+    device_batch = shard_batch(batch, mesh)
+    t0 = time.perf_counter()
+    state, metrics = step(state, device_batch)
+    jax.block_until_ready(metrics)
+    compile_s = time.perf_counter() - t0
+    for _ in range(warmup - 1):
+      state, metrics = step(state, device_batch)
+    jax.block_until_ready(metrics)
+    times = []
+    for _ in tqdm(range(steps), desc="bench", mininterval=1.0):
+      t0 = time.perf_counter()
+      state, metrics = step(state, device_batch)
+      jax.block_until_ready(metrics)
+      times.append(time.perf_counter() - t0)
+  flops_per_token = model_summary(model_config, seq_len)["flops_per_token"]
+  peak = measure_matmul_peak(dtype=model_config.dtype)
+  step_s = float(np.median(times))
+  tokens_per_s = batch_size * seq_len / step_s
+  return {
+    "tokens_per_s": tokens_per_s,
+    "step_s_median": step_s,
+    "step_s_min": float(np.min(times)),
+    "first_step_s": compile_s,
+    "mfu": tokens_per_s * flops_per_token / peak,
+    "flops_per_token": flops_per_token,
+    "matmul_peak_flops": peak,
+    "final_loss": float(metrics["loss"]),
+    "batch_size": batch_size,
+    "seq_len": seq_len,
+    "steps": steps,
+    "devices": len(jax.devices()),
+    "mesh": dict(mesh.shape),
+  }
+
+
+def get_default_config() -> ml_collections.ConfigDict:
+  """The paper's SFT config (``configs/sft.py:paper``)."""
+  from configs.sft import get_config
+
+  return get_config("paper")

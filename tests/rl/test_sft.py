@@ -1,0 +1,257 @@
+"""SFT trainer: loss normalisation under accumulation, sharded = single-device, resume, training."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import models
+from configs.sft import get_config
+from rl import sft
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = {"num_layers": 2, "full_attention_interval": 2, "deltanet_chunk": 16, "moe_backend": "sort"}
+
+
+def fake_batch(seed: int, b: int, t: int, vocab: int) -> dict[str, np.ndarray]:
+  """Rows of two packed segments each; loss masks of very different sizes per row, so the mean of
+  per-micro-batch means differs from the mean over the batch."""
+  rng = np.random.default_rng(seed)
+  tokens = rng.integers(3, vocab, size=(b, t)).astype(np.int32)
+  targets = rng.integers(3, vocab, size=(b, t)).astype(np.int32)
+  cut = t // 2 + 3
+  segment_ids = np.where(np.arange(t) < cut, 1, 2).astype(np.int32)[None].repeat(b, 0)
+  segment_ids[:, t - 4 :] = 0  # padding
+  positions = np.where(np.arange(t) < cut, np.arange(t), np.arange(t) - cut).astype(np.int32)
+  loss_mask = np.zeros((b, t), np.int32)
+  for row in range(b):
+    loss_mask[row, : 2 + 5 * row] = 1  # 2, 7, 12, ... loss tokens
+  loss_mask[segment_ids == 0] = 0
+  return {
+    "tokens": tokens,
+    "targets": targets,
+    "loss_mask": loss_mask,
+    "segment_ids": segment_ids,
+    "positions": positions * (segment_ids > 0),
+  }
+
+
+def _config(**optim):
+  config = get_config("tiny")
+  config.optim.update(optim)
+  return config
+
+
+def run_steps(config, batches, mesh, aux_coef=0.0, vocab=256):
+  """Losses and final parameters of consecutive train steps on `batches`."""
+  model_config = models.get_config("tiny", vocab_size=vocab, **TINY)
+  tx, schedule = sft.make_optimizer(config, total_steps=10)
+  with models.use_mesh(mesh):
+    model = models.create_model(model_config, seed=0, mesh=mesh)
+    graphdef, state = sft.init_state(model, tx, mesh)
+    step = jax.jit(
+      sft.make_train_step(
+        graphdef, tx, schedule, grad_accum=config.optim.grad_accum, aux_loss_coef=aux_coef
+      ),
+      donate_argnums=0,
+    )
+    metrics = []
+    for batch in batches:
+      state, m = step(state, sft.shard_batch(batch, mesh))
+      metrics.append(jax.device_get(m))
+    return metrics, jax.device_get(state["params"])
+
+
+def one_device_mesh():
+  return models.make_mesh(devices=jax.devices()[:1])
+
+
+def test_token_losses_matches_numpy_reference():
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(2, 5, 7)).astype(np.float32)
+  targets = rng.integers(0, 7, size=(2, 5))
+  mask = np.array([[1, 1, 0, 0, 0], [0, 1, 1, 1, 0]])
+  logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  nll = -np.take_along_axis(logp, targets[..., None], -1)[..., 0]
+  nll_sum, correct = sft.token_losses(jnp.asarray(logits), jnp.asarray(targets), jnp.asarray(mask))
+  np.testing.assert_allclose(nll_sum, (nll * mask).sum(), rtol=1e-5)
+  assert correct == ((logits.argmax(-1) == targets) * mask).sum()
+
+
+@pytest.mark.slow  # three compilations of the step, ~100 s on 2 cores
+def test_accumulation_equals_one_big_batch():
+  batch = fake_batch(0, 4, 32, 256)
+  mesh = one_device_mesh()
+  big, params_big = run_steps(_config(grad_accum=1), [batch], mesh)
+  for accum in (2, 4):
+    small, params_small = run_steps(_config(grad_accum=accum), [batch], mesh)
+    np.testing.assert_allclose(small[0]["loss"], big[0]["loss"], rtol=1e-6)
+    np.testing.assert_allclose(small[0]["grad_norm"], big[0]["grad_norm"], rtol=1e-4)
+    jax.tree.map(
+      lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7), params_small, params_big
+    )
+  assert big[0]["loss_tokens"] == batch["loss_mask"].sum()
+
+  # The loss is the mean over all loss tokens: check it against a plain forward pass, and check
+  # that the mean of per-row means (the wrong normalisation) would differ.
+  with models.use_mesh(None):
+    model = models.create_model(models.get_config("tiny", vocab_size=256, **TINY), seed=0)
+    logits = model(
+      jnp.asarray(batch["tokens"]),
+      positions_bt=jnp.asarray(batch["positions"]),
+      segment_ids_bt=jnp.asarray(batch["segment_ids"]),
+    )
+  logp = jax.nn.log_softmax(logits, -1)
+  nll = -np.take_along_axis(np.asarray(logp), batch["targets"][..., None], -1)[..., 0]
+  mask = batch["loss_mask"]
+  np.testing.assert_allclose(big[0]["loss"], (nll * mask).sum() / mask.sum(), rtol=1e-5)
+  row_means = (nll * mask).sum(1) / mask.sum(1)
+  assert abs(row_means.mean() - big[0]["loss"]) > 1e-3
+
+
+def test_batch_must_split_into_micro_batches(tmp_path):
+  config = _config(grad_accum=3)
+  with pytest.raises(ValueError, match="grad_accum"):
+    sft.train(config, tmp_path)
+
+
+_SHARDED_SCRIPT = textwrap.dedent(
+  """
+  import json, sys
+  import jax
+  sys.path.insert(0, {root!r})
+  import models
+  from tests.rl.test_sft import fake_batch, run_steps, _config
+  assert len(jax.devices()) == 8, jax.devices()
+  batches = [fake_batch(i, 8, 32, 256) for i in range(3)]
+  config = _config(grad_accum=2, lr=1e-2)
+  single, _ = run_steps(config, batches, models.make_mesh(devices=jax.devices()[:1]), 1e-3)
+  mesh = models.make_mesh(data=2, fsdp=2, tensor=2)
+  sharded, params = run_steps(config, batches, mesh, 1e-3)
+  print(json.dumps({{
+    "single": [float(m["loss"]) for m in single],
+    "sharded": [float(m["loss"]) for m in sharded],
+    "grad_norm": [[float(m["grad_norm"]) for m in ms] for ms in (single, sharded)],
+  }}))
+  """
+)
+
+
+@pytest.mark.slow
+def test_sharded_steps_match_single_device():
+  env = {
+    **os.environ,
+    "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+    "JAX_PLATFORMS": "cpu",
+  }
+  out = subprocess.run(
+    [sys.executable, "-c", _SHARDED_SCRIPT.format(root=str(ROOT))],
+    env=env,
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
+  assert out.returncode == 0, out.stderr[-3000:]
+  result = json.loads(out.stdout.strip().splitlines()[-1])
+  np.testing.assert_allclose(result["sharded"], result["single"], rtol=2e-5)
+  np.testing.assert_allclose(*result["grad_norm"], rtol=1e-4)
+
+
+# --- whole runs on short synthetic conversations -----------------------------------------------
+
+
+def conversation(i: int) -> dict:
+  """A short tool-use conversation with a learnable pattern."""
+  args = json.dumps({"service": "inventory", "tool": "get_item", "arguments": {"id": f"I{i}"}})
+  return {
+    "success": True,
+    "messages": [
+      {"role": "user", "content": f"How many units of item I{i} are in stock?"},
+      {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "c1", "function": {"name": "call_tool", "arguments": args}}],
+      },
+      {"role": "tool", "tool_call_id": "c1", "content": json.dumps({"ok": True, "data": i * 3})},
+      {"role": "assistant", "content": f"Item I{i} has {i * 3} units in stock."},
+    ],
+  }
+
+
+@pytest.fixture(scope="module")
+def run_files(tmp_path_factory, tokenizer):
+  root = tmp_path_factory.mktemp("sft_data")
+  with open(root / "sft.jsonl", "w") as f:
+    for i in range(40):
+      f.write(json.dumps(conversation(i)) + "\n")
+  tokenizer.save(root / "tok")
+  return root
+
+
+def run_config(files: Path, **changes):
+  config = get_config("tiny")
+  config.model.overrides = dict(TINY, d_model=32, expert_dim=16, shared_expert_dim=16)
+  config.tokenizer.path = str(files / "tok")
+  config.data.trajectories = str(files / "sft.jsonl")
+  config.data.seq_len = 128
+  config.data.batch_size = 4
+  config.data.num_packing_bins = 4
+  config.data.eval_fraction = 0.2
+  config.optim.lr = 1e-2
+  config.optim.warmup_steps = 2
+  config.eval_every = 1000
+  config.checkpoint.keep = 2
+  for key, value in changes.items():
+    target = config
+    *path, last = key.split(".")
+    for name in path:
+      target = target[name]
+    target[last] = value
+  return config
+
+
+@pytest.mark.slow  # three runs, ~140 s on 2 cores
+def test_kill_and_resume_gives_the_same_next_losses(tmp_path, run_files):
+  base = {"max_steps": 5, "checkpoint.every": 2}
+  whole = sft.train(run_config(run_files, **base), tmp_path / "whole", tools=())
+  assert whole["steps"] == 5 and len(whole["losses"]) == 5
+
+  killed = sft.train(run_config(run_files, stop_after=3, **base), tmp_path / "run", tools=())
+  assert killed["steps"] == 3  # step 3 ran but was never saved: the run resumes from step 2
+  resumed = sft.train(run_config(run_files, **base), tmp_path / "run", tools=())
+  assert resumed["start_step"] == 2 and resumed["steps"] == 5
+  np.testing.assert_allclose(resumed["losses"], whole["losses"][2:], rtol=1e-6)
+  np.testing.assert_allclose(killed["losses"], whole["losses"][:3], rtol=1e-6)
+  kept = sorted(int(p.name) for p in (tmp_path / "run" / sft.CHECKPOINT_DIR).iterdir())
+  assert kept == [4, 5]  # the last two
+  assert (tmp_path / "run" / "tokenizer.model").is_file()
+  assert json.loads((tmp_path / "run" / sft.CONFIG_FILE).read_text())["max_steps"] == 5
+
+
+@pytest.mark.slow
+def test_tiny_run_learns(tmp_path, run_files):
+  summary = sft.train(
+    run_config(run_files, max_steps=30, **{"data.num_epochs": 10}), tmp_path, tools=()
+  )
+  assert summary["steps"] == 30
+  assert summary["eval_loss"] < 0.5 * summary["initial_eval_loss"]
+  assert summary["final_loss"] < 0.5 * summary["initial_loss"]
+  assert summary["tokens_per_s"] > 0 and 0 < summary["mfu"] < 1
+  assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+  lines = (tmp_path / sft.METRICS_FILE).read_text().splitlines()
+  assert json.loads(lines[0]) == {"step": 0, "eval_loss": summary["initial_eval_loss"]}
+  assert {"loss", "accuracy", "lr", "grad_norm", "tokens_per_s", "mfu"} <= set(json.loads(lines[1]))
+  # the run's workdir serves as a policy: its exported weights reproduce the trained model
+  from rl.policy import load_policy_parts
+
+  model, tokenizer, path = load_policy_parts(tmp_path)
+  assert path.parent.parent == tmp_path / "policy" and path.name == "30"
+  assert tokenizer.vocab_size <= model.config.vocab_size
