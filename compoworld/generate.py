@@ -78,6 +78,9 @@ def generate_one(
     except AuthoringError as err:
       rejected[err.reason] += 1
       continue
+    except Exception as err:  # a facet bug costs one candidate, not the whole run
+      rejected[f"facet_error:{type(err).__name__}"] += 1
+      continue
     failures = gate_failures(task)
     if failures:
       rejected[failures[0].split("_at_call")[0]] += 1

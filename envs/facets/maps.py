@@ -153,7 +153,7 @@ def walking_legs(ctx: AuthorContext) -> Found:
   ]
   if len(near) < 2:
     raise AuthoringError("no_walk_nearby", first.city)
-  stops = [first, *ctx.rng.sample(near, ctx.choice((2, 3)))]
+  stops = [first, *ctx.rng.sample(near, min(len(near), ctx.choice((2, 3))))]
   name = f"{topic(ctx).split()[0]} walking route"
   listed = _put_list(
     ctx, name, f"Stops for a walk around {first.city}, in order", [p.id for p in stops]

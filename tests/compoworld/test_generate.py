@@ -111,3 +111,17 @@ def test_instructions_vary_the_order_of_independent_chains(batch):
     assert [i for i in order if i in pinned] == sorted(pinned)  # the revisit keeps its order
     shuffled += order != sorted(order)
   assert shuffled >= len(tasks) // 4
+
+
+def test_a_crashing_facet_costs_a_candidate_not_the_run(monkeypatch):
+  import collections
+
+  import compoworld.generate as gen
+
+  def broken(*args, **kwargs):
+    raise ValueError("facet bug")
+
+  monkeypatch.setattr(gen, "realize", broken)
+  rejected = collections.Counter()
+  assert gen.generate_one(0, 0, max_attempts=4, rejected=rejected) is None
+  assert rejected["facet_error:ValueError"] == 4 - rejected["no_walk"] > 0
