@@ -44,7 +44,7 @@ def generate_one(
   min_walk: int = 7,
   max_walk: int = 12,
   domains: list[str] | None = None,
-  max_attempts: int = 30,
+  max_attempts: int = 60,
   reg: FacetRegistry | None = None,
   rejected: collections.Counter | None = None,
   author: Any = None,
