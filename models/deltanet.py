@@ -75,7 +75,7 @@ def chunked_gated_delta_rule(
   """The delta rule a chunk of C tokens at a time; same arguments and results as the recurrence.
 
   Within a chunk the C delta updates collapse, via the UT transform, into one unit-lower-
-  triangular solve; only the chunk-to-chunk state passing is sequential.
+  triangular system; only the chunk-to-chunk state passing is sequential.
   """
   b, t, h, dk = k_bthk.shape
   dv = v_bthv.shape[-1]
@@ -105,11 +105,9 @@ def chunked_gated_delta_rule(
 
   k_beta = k * beta[..., None]
   # (I + strictly_lower(beta_i k_i.k_j decay_ij)) [u | w] = [beta v | beta k decay_from_start]
-  system = (k_beta @ jnp.swapaxes(k, -1, -2)) * decay_ij
+  system = jnp.tril((k_beta @ jnp.swapaxes(k, -1, -2)) * decay_ij, -1)
   rhs = jnp.concatenate([v * beta[..., None], k_beta * from_start[..., None]], axis=-1)
-  solved = jax.lax.linalg.triangular_solve(
-    system, rhs, left_side=True, lower=True, unit_diagonal=True
-  )
+  solved = _unit_lower_inverse(system) @ rhs
   values_u, keys_w = solved[..., :dv], solved[..., dv:]
   intra = (q @ jnp.swapaxes(k, -1, -2)) * decay_ij  # [B, H, N, C, C]
   q_start = q * from_start[..., None]
@@ -127,6 +125,25 @@ def chunked_gated_delta_rule(
   state_bhkv, out_nbhcv = jax.lax.scan(step, state_bhkv.astype(jnp.float32), xs)
   out_bthv = jnp.moveaxis(out_nbhcv, 0, 2).reshape(b, h, n * c, dv).swapaxes(1, 2)
   return out_bthv[:, :t], state_bhkv
+
+
+def _unit_lower_inverse(lower_cc: jax.Array) -> jax.Array:
+  """(I + L)^-1 for strictly lower-triangular L [..., C, C], by forward substitution over rows.
+
+  Row i of the inverse is e_i - L[i] @ inverse (rows i and later are still zero). XLA's CPU
+  triangular_solve deadlocks under its concurrent scheduler inside this model's loops, and this
+  scan of matmuls runs the same everywhere.
+  """
+  c = lower_cc.shape[-1]
+  eye = jnp.eye(c, dtype=lower_cc.dtype)
+
+  def row(inverse, i):
+    lower_i = jax.lax.dynamic_index_in_dim(lower_cc, i, axis=-2, keepdims=False)
+    new_row = eye[i] - jnp.einsum("...j,...jk->...k", lower_i, inverse)
+    return jax.lax.dynamic_update_index_in_dim(inverse, new_row, i, axis=-2), None
+
+  inverse, _ = jax.lax.scan(row, jnp.zeros_like(lower_cc), jnp.arange(c))
+  return inverse
 
 
 def causal_conv(x_bt, w_k, prefix_bk, segment_ids_bt=None):
@@ -230,7 +247,7 @@ class GatedDeltaNet(nnx.Module):
       return jnp.einsum("btd,d...->bt...", x_btd, w[...].astype(dtype))
 
     raw = (proj(self.w_q_dhk), proj(self.w_k_dhk), proj(self.w_v_dhk))
-    start = cache or DeltaNetCache.zeros(cfg, b)
+    start = cache if cache is not None else DeltaNetCache.zeros(cfg, b)
     prefixes = (start.conv_q, start.conv_k, start.conv_v)
     convs = (self.conv_q, self.conv_k, self.conv_v)
     q, k, v = (

@@ -7,7 +7,8 @@ real on CPU, where `ragged_dot` computes every expert densely.
 
 The backward pass is written out (`jax.custom_vjp`): differentiating the loop automatically
 turns each tile's read of `w[e]` into a full-size [E, D, F] gradient per tile, whereas here the
-weight gradients accumulate in place, one expert slice per tile, recomputing the forward tile.
+weight gradients accumulate in place, one expert slice per tile, from the forward's saved tile
+activations (gate, up, output: about N*k*(2F + D) numbers).
 """
 
 from __future__ import annotations
@@ -68,54 +69,66 @@ def _tile_inputs(x_padded, weight_s, plan, tile, i):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _tiled_swiglu(tile, x_padded, weight_s, w_gate_edf, w_up_edf, w_down_efd, plan):
-  return _tiled_forward(x_padded, weight_s, w_gate_edf, w_up_edf, w_down_efd, plan, tile)
+  weights = (w_gate_edf, w_up_edf, w_down_efd)
+  return _tiled_forward(x_padded, weight_s, weights, plan, tile, keep=False)[0]
 
 
-def _tiled_forward(x_padded, weight_s, w_gate_edf, w_up_edf, w_down_efd, plan, tile):
+def _tiled_forward(x_padded, weight_s, weights, plan, tile, keep: bool):
+  """The weighted expert outputs summed per token [N+1, D]; with `keep`, also every tile's
+  gate and up projections and unweighted output, which the backward pass reuses."""
+  w_gate_edf, w_up_edf, w_down_efd = weights
   used = plan[2]
 
   def run_tile(out_nd, i):
     tokens_m, weight_m, x_md, e = _tile_inputs(x_padded, weight_s, plan, tile, i)
 
     def compute():
-      h_mf = jax.nn.silu(x_md @ w_gate_edf[e]) * (x_md @ w_up_edf[e])
-      return (h_mf @ w_down_efd[e]) * weight_m[:, None]
+      g_mf, u_mf = x_md @ w_gate_edf[e], x_md @ w_up_edf[e]
+      return g_mf, u_mf, (jax.nn.silu(g_mf) * u_mf) @ w_down_efd[e]
 
-    y_md = jax.lax.cond(i < used, compute, lambda: jnp.zeros_like(x_md))
-    return out_nd.at[tokens_m].add(y_md), None
+    def skip():
+      f = w_gate_edf.shape[-1]
+      return (
+        jnp.zeros((tile, f), x_md.dtype),
+        jnp.zeros((tile, f), x_md.dtype),
+        jnp.zeros_like(x_md),
+      )
+
+    g_mf, u_mf, y_md = jax.lax.cond(i < used, compute, skip)
+    out_nd = out_nd.at[tokens_m].add(y_md * weight_m[:, None])
+    return out_nd, (g_mf, u_mf, y_md) if keep else None
 
   num_tiles = plan[0].shape[0] // tile
-  out_nd, _ = jax.lax.scan(run_tile, jnp.zeros_like(x_padded), jnp.arange(num_tiles))
-  return out_nd
+  return jax.lax.scan(run_tile, jnp.zeros_like(x_padded), jnp.arange(num_tiles))
 
 
 def _tiled_fwd(tile, x_padded, weight_s, w_gate_edf, w_up_edf, w_down_efd, plan):
-  out = _tiled_forward(x_padded, weight_s, w_gate_edf, w_up_edf, w_down_efd, plan, tile)
-  return out, (x_padded, weight_s, w_gate_edf, w_up_edf, w_down_efd, plan)
+  weights = (w_gate_edf, w_up_edf, w_down_efd)
+  out, activations = _tiled_forward(x_padded, weight_s, weights, plan, tile, keep=True)
+  return out, (x_padded, weight_s, weights, plan, activations)
 
 
 def _tiled_bwd(tile, residuals, d_out_nd):
-  x_padded, weight_s, w_gate_edf, w_up_edf, w_down_efd, plan = residuals
+  x_padded, weight_s, (w_gate_edf, w_up_edf, w_down_efd), plan, activations = residuals
   used = plan[2]
 
-  def run_tile(carry, i):
+  def run_tile(carry, inputs):
     dx_nd, dweight_s, dgate, dup, ddown = carry
+    i, g_mf, u_mf, y_md = inputs
     tokens_m, weight_m, x_md, e = _tile_inputs(x_padded, weight_s, plan, tile, i)
     wg, wu, wd = w_gate_edf[e], w_up_edf[e], w_down_efd[e]
 
-    def compute():  # recompute the tile's forward, then its gradients
-      g_mf, u_mf = x_md @ wg, x_md @ wu
+    def compute():
       sig_mf = jax.nn.sigmoid(g_mf)
       act_mf = g_mf * sig_mf
-      h_mf = act_mf * u_mf
       dout_md = d_out_nd[tokens_m]
-      dweight_m = jnp.sum((h_mf @ wd) * dout_md, axis=-1)
+      dweight_m = jnp.sum(y_md * dout_md, axis=-1)
       dy_md = dout_md * weight_m[:, None]
       dh_mf = dy_md @ wd.T
       dg_mf = dh_mf * u_mf * sig_mf * (1 + g_mf * (1 - sig_mf))
       du_mf = dh_mf * act_mf
       dx_md = dg_mf @ wg.T + du_mf @ wu.T
-      return dx_md, dweight_m, x_md.T @ dg_mf, x_md.T @ du_mf, h_mf.T @ dy_md
+      return dx_md, dweight_m, x_md.T @ dg_mf, x_md.T @ du_mf, (act_mf * u_mf).T @ dy_md
 
     def skip():
       return tuple(map(jnp.zeros_like, (x_md, weight_m, wg, wu, wd)))
@@ -136,7 +149,8 @@ def _tiled_bwd(tile, residuals, d_out_nd):
 
   zeros = jax.tree.map(jnp.zeros_like, (x_padded, weight_s, w_gate_edf, w_up_edf, w_down_efd))
   num_tiles = plan[0].shape[0] // tile
-  (dx, dweight, dgate, dup, ddown), _ = jax.lax.scan(run_tile, zeros, jnp.arange(num_tiles))
+  inputs = (jnp.arange(num_tiles), *activations)
+  (dx, dweight, dgate, dup, ddown), _ = jax.lax.scan(run_tile, zeros, inputs)
   return dx, dweight, dgate, dup, ddown, None
 
 

@@ -5,7 +5,7 @@ import optax
 import pytest
 from flax import nnx
 
-from models import create_model
+from models import abstract_model, create_model
 from tests.models.conftest import BATCH, SEQ, forward, random_tokens
 
 
@@ -43,13 +43,27 @@ def test_packed_rows_equal_separate_sequences(tiny_model, tiny_config):
   assert not np.allclose(leaky[8:], out_separate[1, :12], atol=1e-3)
 
 
+@pytest.mark.parametrize(
+  ("policy", "marker"),
+  [("none", None), ("full", "policy=None"), ("dots", "DotsSaveable(only_if_no_batch_dims=True)")],
+)
+def test_remat_policy_wraps_the_scanned_block(tiny_config, policy, marker):
+  model = abstract_model(tiny_config.replace(remat=policy))
+  graphdef, state = nnx.split(model)
+  tokens = jax.ShapeDtypeStruct((BATCH, SEQ), jnp.int32)
+  jaxpr = str(jax.make_jaxpr(lambda s, t: nnx.merge(graphdef, s)(t))(state, tokens))
+  assert ("remat" in jaxpr) == (marker is not None)  # jax.checkpoint shows as `remat2`
+  assert marker is None or marker in jaxpr
+
+
+@nnx.jit
 def _loss_and_grads(model, tokens):
   def loss_fn(model):
     out = model.forward(tokens)
     ce = optax.softmax_cross_entropy_with_integer_labels(out.logits[:, :-1], tokens[:, 1:])
     return ce.mean() + 0.01 * out.aux_loss
 
-  return nnx.jit(nnx.value_and_grad(loss_fn))(model)
+  return nnx.value_and_grad(loss_fn)(model)
 
 
 @pytest.mark.slow
