@@ -12,19 +12,41 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from compoworld.naming import common_prefix, role_of
 from compoworld.service import Service
 from compoworld.specs import McpTool
+from compoworld.tools import ToolSpec
 
-_DESTRUCTIVE = ("delete", "remove", "cancel", "revoke", "void", "archive", "purge")
+#: Verb kinds (``naming.role_of``) whose writes only add: a new record, message or share.
+_ADDITIVE = frozenset({"create", "send"})
 
 
-def annotations(name: str, mutates: bool) -> dict[str, bool]:
-  """MCP tool annotations from the runtime's ``mutates`` flag."""
-  return {
-    "readOnlyHint": not mutates,
-    "destructiveHint": mutates and name.lower().startswith(_DESTRUCTIVE),
-    "openWorldHint": False,
-  }
+def tool_annotations(service: type[Service] | Service, spec: ToolSpec) -> dict[str, bool]:
+  """The MCP annotations of one of ``service``'s tools: the one rule that both ``tools/list`` of
+  the MCP server (``compoworld.mcp_server``) and this export use.
+
+  * ``readOnlyHint``: the tool cannot change state, ``not spec.mutates`` (the runtime enforces
+    it: a read runs on a throwaway fork).
+  * ``destructiveHint`` (False for reads, where MCP ignores it): a write the tool's source spec
+    marks as destructive or not keeps that mark (a compiled service keeps its spec). Otherwise
+    it is read from the tool's verb as the compiler reads it: False for the purely additive
+    kinds (create, add, schedule, upload; send, post, reply, share), True for updates, deletes
+    and state actions (cancel, archive, approve), which change or remove existing records, and
+    True, MCP's default, for any write whose verb says neither.
+  * ``openWorldHint``: False, a tool touches only its service's simulated state.
+  """
+  destructive = False
+  if spec.mutates:
+    compiled_from = getattr(service, "service_spec", None)
+    declared = {}
+    if compiled_from is not None:
+      declared = next((t.annotations for t in compiled_from.tools if t.name == spec.name), {})
+    if isinstance(declared.get("destructiveHint"), bool):
+      destructive = declared["destructiveHint"]
+    else:
+      strip = common_prefix(list(service.tools))
+      destructive = role_of(spec.name, spec.input_schema, declared, strip).kind not in _ADDITIVE
+  return {"readOnlyHint": not spec.mutates, "destructiveHint": destructive, "openWorldHint": False}
 
 
 def tools_list(service: type[Service]) -> dict[str, Any]:
@@ -35,7 +57,7 @@ def tools_list(service: type[Service]) -> dict[str, Any]:
         "name": spec.name,
         "description": spec.description,
         "inputSchema": spec.input_schema,
-        "annotations": annotations(spec.name, spec.mutates),
+        "annotations": tool_annotations(service, spec),
       }
       for spec in service.tools.values()
     ]

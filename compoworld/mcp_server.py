@@ -1,7 +1,8 @@
 """A task's composed environment served over MCP with the official ``mcp`` SDK (no JAX).
 
 ``tools/list`` is either every namespaced tool ``service__tool`` of E_C with the exact argument
-JSON Schema the runtime validates against and MCP annotations from ``ToolSpec.mutates``, or, in
+JSON Schema the runtime validates against and the MCP annotations of
+``compoworld.mcp_export.tool_annotations`` (the rule the export uses too), or, in
 meta-tool mode, the paper's four meta-tools. ``tools/call`` returns the envelope as structured
 content (and as JSON text, the bytes an episode shows an agent); error envelopes set ``isError``.
 
@@ -44,13 +45,14 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from compoworld.env import META_TOOLS, SEP, ComposedEnv
 from compoworld.envelope import Envelope
+from compoworld.mcp_export import tool_annotations
 from compoworld.tasks import Task, load_tasks
 
 TASK_URI = "compoworld://task"
 VERIFY_URI = "compoworld://verification"
 _JSON = "application/json"
 
-# A tool changes only its service's simulated state, never anything outside (openWorldHint).
+# The meta-tools: three reads, and call_tool, which may run any tool, destructive ones included.
 _READ = types.ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 _WRITE = types.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 
@@ -92,13 +94,13 @@ def mcp_tools(env: ComposedEnv, meta_tools: bool = False) -> list[types.Tool]:
     ]
   return [
     types.Tool(
-      name=f"{service['name']}{SEP}{spec.name}",
+      name=f"{svc.name}{SEP}{spec.name}",
       description=spec.description,
       input_schema=spec.input_schema,
-      annotations=_WRITE if spec.mutates else _READ,
+      annotations=types.ToolAnnotations.model_validate(tool_annotations(svc, spec)),
     )
-    for service in env.list_services()["data"]
-    for spec in env.services[service["name"]].tools.values()
+    for svc in (env.services[s["name"]] for s in env.list_services()["data"])
+    for spec in svc.tools.values()
   ]
 
 

@@ -68,6 +68,11 @@ def _is_orbax(path: Path) -> bool:
   return any((path / marker).exists() for marker in _ORBAX_MARKERS)
 
 
+def _is_orbax_item(path: Path) -> bool:
+  """A checkpoint of one item (``nnx.state(model)``), not a manager's composite of items."""
+  return (path / "_METADATA").exists()
+
+
 def _latest_step(directory: Path) -> Path | None:
   steps = [p for p in directory.iterdir() if p.is_dir() and p.name.isdigit()]
   return max(steps, key=lambda p: int(p.name)) if steps else None
@@ -87,6 +92,12 @@ def find_checkpoint(directory: str | Path) -> Path:
     directory = directory / POLICY_DIR  # an SFT/GRPO workdir: the policy exported at its end
   for parent in (directory / CHECKPOINTS_DIR, directory):
     step = _latest_step(parent) if parent.is_dir() else None
+    if step is not None and _is_orbax(step / "state") and not _is_orbax_item(step):
+      # A training checkpoint (weights with optimizer and data state, one item each).
+      raise FileNotFoundError(
+        f"{directory} holds training checkpoints ({step}) but no exported policy: a training "
+        f"run writes its servable policy to {POLICY_DIR}/ in its workdir when it finishes"
+      )
     if step is not None and _is_orbax(step):
       return step
   if _is_orbax(directory):

@@ -7,10 +7,13 @@ import jsonschema
 import mcp.types
 import pytest
 
+from compoworld import mcp_server
 from compoworld.compiler import compile_service
-from compoworld.mcp_export import export_corpus, mcp_tools, tools_list
+from compoworld.generate import generate_tasks
+from compoworld.mcp_export import export_corpus, mcp_tools, tool_annotations, tools_list
 from compoworld.registry import registry
 from compoworld.specs import read_specs
+from envs.scenarios import community_meetup
 
 DATA = Path(__file__).parent / "data"
 
@@ -51,3 +54,58 @@ def test_export_corpus_round_trips_through_ingestion(tmp_path):
   for name, spec in registry.get("crm").tools.items():
     assert crm_tools[name].input_schema == {"properties": {}, **spec.input_schema}
     assert crm_tools[name].annotations["readOnlyHint"] is (not spec.mutates)
+
+
+# --- annotations -------------------------------------------------------------------------------
+
+
+def test_annotations_follow_mcp_semantics():
+  """Reads are read-only; writes that only add are not destructive; changing or removing is."""
+  want = {
+    "list_events": (True, False),
+    "create_event": (False, False),
+    "add_attendees": (False, False),
+    "update_event": (False, True),
+    "cancel_event": (False, True),
+    "remove_attendee": (False, True),
+  }
+  calendar = registry.get("calendar")
+  for name, (read_only, destructive) in want.items():
+    got = tool_annotations(calendar, calendar.tools[name])
+    assert got == {
+      "readOnlyHint": read_only,
+      "destructiveHint": destructive,
+      "openWorldHint": False,
+    }, name
+  forum = registry.get("forum")
+  assert tool_annotations(forum, forum.tools["vote"])["destructiveHint"] is True  # no known verb
+
+
+def test_a_compiled_service_keeps_its_declared_destructive_hint():
+  specs, _ = read_specs(DATA / "specs.jsonl")
+  spec = next(s for s in specs if s.name == "acme_crm")
+  create = next(t for t in spec.tools if t.name == "ACME_CRM__CREATE_CONTACT")
+  assert tools_list(compile_service(spec))["tools"][0]["annotations"]["destructiveHint"] is False
+  marked = create.model_copy(update={"annotations": {"destructiveHint": True}})
+  spec = spec.model_copy(update={"tools": (marked, *spec.tools[1:])})
+  assert tools_list(compile_service(spec))["tools"][0]["annotations"]["destructiveHint"] is True
+
+
+@pytest.mark.parametrize("task", ["meetup", "generated"])
+def test_the_mcp_server_lists_the_annotations_the_export_gives(task):
+  """One rule for both: every tool of the task's services, distractors included."""
+  task = (
+    community_meetup(0) if task == "meetup" else generate_tasks(1, seed=3, progress=False)[0][0]
+  )
+  served = {t.name: t.annotations for t in mcp_server.mcp_tools(task.make_env())}
+  services = task.services + task.distractors
+  assert len(services) >= 3
+  n = 0
+  for service in services:
+    for tool in tools_list(registry.get(service))["tools"]:
+      got = served[f"{service}__{tool['name']}"].model_dump(by_alias=True, exclude_none=True)
+      assert got == tool["annotations"], tool["name"]
+      n += 1
+  assert n == len(served)
+  kinds = {(a.read_only_hint, a.destructive_hint) for a in served.values()}
+  assert kinds == {(True, False), (False, False), (False, True)}

@@ -22,6 +22,7 @@ from compoworld.agents import OracleAgent
 from compoworld.env import META_TOOLS
 from compoworld.episode import run_episode
 from compoworld.generate import generate_tasks
+from compoworld.mcp_export import tool_annotations
 from compoworld.mcp_server import VERIFY_URI, EnvServer, load_task
 from compoworld.registry import registry
 from compoworld.tasks import save_tasks
@@ -90,7 +91,9 @@ def test_tools_list_is_every_namespaced_tool_with_its_exact_schema(meetup):
     assert t.input_schema == spec.input_schema
     assert t.description == spec.description
     assert t.annotations.read_only_hint is (not spec.mutates)
-    assert t.annotations.destructive_hint is spec.mutates
+    service = registry.get(t.name.split("__")[0])
+    want = tool_annotations(service, spec)  # the rule the export uses (tested there)
+    assert t.annotations.model_dump(by_alias=True, exclude_none=True) == want
   # Grouped by service in list_services' shuffled order, which hides the distractors.
   order = [t.name.split("__")[0] for t in tools]
   shuffled = [s["name"] for s in meetup.make_env().list_services()["data"]]
@@ -110,6 +113,7 @@ def test_meta_tool_mode_lists_the_four_meta_tools(meetup):
   for t, meta in zip(tools, META_TOOLS, strict=True):
     assert t.input_schema == meta["function"]["parameters"]
   assert [t.annotations.read_only_hint for t in tools] == [True, True, True, False]
+  assert [t.annotations.destructive_hint for t in tools] == [False, False, False, True]
 
 
 # --- tools/call ------------------------------------------------------------------------------

@@ -46,10 +46,11 @@ class Scripted(Policy):
 
   def __init__(self, model, tokenizer, texts, **kwargs):
     super().__init__(model, tokenizer, name="scripted", **kwargs)
-    self.texts, self.prompts = list(texts), []
+    self.texts, self.prompts, self.sampling = list(texts), [], []
 
   def generate(self, prompt_ids, max_tokens, temperature=0.0, seed=0):
     self.prompts.append(self.renderer.decode(prompt_ids))
+    self.sampling.append({"max_tokens": max_tokens, "temperature": temperature, "seed": seed})
     text = self.texts.pop(0) if len(self.texts) > 1 else self.texts[0]
     return self.renderer.encode_text(text)[:max_tokens]
 
@@ -95,6 +96,18 @@ def test_latest_checkpoint_is_served_with_its_config_and_tokenizer(run_dir, conf
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   # The checkpoint directory itself also loads (config and tokenizer found above it).
   assert load_policy_parts(path)[2] == path
+
+
+def test_a_run_without_an_exported_policy_is_a_clear_error(tmp_path):
+  """A workdir mid-training holds the trainer's composite checkpoints, not a servable one."""
+  import orbax.checkpoint as ocp
+
+  options = ocp.CheckpointManagerOptions(create=True, enable_async_checkpointing=False)
+  with ocp.CheckpointManager(tmp_path / "checkpoints", options=options) as manager:
+    state = ocp.args.StandardSave({"params": np.zeros(3)})
+    manager.save(4, args=ocp.args.Composite(state=state, data=ocp.args.JsonSave({"i": 1})))
+  with pytest.raises(FileNotFoundError, match=r"no exported policy: .* writes its servable policy"):
+    find_checkpoint(tmp_path)
 
 
 def test_missing_checkpoint_is_a_clear_error(tmp_path):
@@ -231,6 +244,33 @@ def test_a_named_tool_choice_forces_the_call_prefix(scripted):
   assert call.function.name == "list_tools"
   assert json.loads(call.function.arguments) == {"service": "crm"}
   assert p.prompts[-1].endswith('<tool_call>\n{"name": "list_tools", "arguments": ')
+
+
+def test_tool_choice_none_and_required_and_sampling_settings_reach_the_policy(scripted):
+  p, server = scripted
+  call = '<tool_call>\n{"name": "list_services", "arguments": {}}\n</tool_call>'
+  p.texts = [f"Plain text, then {call}{IM_END}"]
+  hi = [{"role": "user", "content": "hi"}]
+  reply = client(server.url).chat.completions.create(
+    model="scripted", messages=hi, tools=META_TOOLS, tool_choice="none", temperature=0.7,
+    max_tokens=300, seed=5,
+  )  # fmt: skip
+  # "none": no tools in the prompt and nothing parsed: the turn comes back as text.
+  assert "<tools>" not in p.prompts[-1]
+  assert reply.choices[0].message.tool_calls is None
+  assert reply.choices[0].message.content == f"Plain text, then {call}"
+  assert reply.choices[0].finish_reason == "stop"
+  assert p.sampling[-1] == {"max_tokens": 300, "temperature": 0.7, "seed": 5}
+  p.texts = [f'{{"name": "list_services", "arguments": {{}}}}\n</tool_call>{IM_END}']
+  reply = client(server.url).chat.completions.create(
+    model="scripted", messages=hi, tools=META_TOOLS, tool_choice="required"
+  )
+  # "required": the turn is forced to open a tool call.
+  assert p.prompts[-1].endswith("<|im_start|>assistant\n<tool_call>\n")
+  assert "<tools>" in p.prompts[-1]
+  assert reply.choices[0].message.tool_calls[0].function.name == "list_services"
+  assert reply.choices[0].finish_reason == "tool_calls"
+  assert p.sampling[-1]["temperature"] == 1.0  # OpenAI's default when a request omits it
 
 
 def _error(server, **request):
