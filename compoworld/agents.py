@@ -9,6 +9,7 @@ discovers services and tools through the meta-tools before calling them.
 from __future__ import annotations
 
 import abc
+import importlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,8 @@ from compoworld.llm import make_client, message_to_dict
 from compoworld.tasks import Task
 
 AGENTS: dict[str, Callable[..., Agent]] = {}
+# Agents that live outside this JAX-free package register when their module is first needed.
+LAZY_AGENTS = {"checkpoint": "rl.policy_agent"}
 
 
 def register_agent(name: str):
@@ -30,8 +33,15 @@ def register_agent(name: str):
   return deco
 
 
+def load_agent(name: str) -> bool:
+  """Whether an agent called ``name`` is registered, importing its module if it lives elsewhere."""
+  if name not in AGENTS and name in LAZY_AGENTS:
+    importlib.import_module(LAZY_AGENTS[name])
+  return name in AGENTS
+
+
 def make_agent(name: str, **kwargs: Any) -> Agent:
-  if name not in AGENTS:
+  if not load_agent(name):
     raise KeyError(f"no agent named {name!r}; agents: {', '.join(sorted(AGENTS))}")
   return AGENTS[name](**kwargs)
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from compoworld.agents import AGENTS, Agent, AgentError, make_agent
+from compoworld.agents import LAZY_AGENTS, Agent, AgentError, load_agent, make_agent
 from compoworld.authoring import business_functions
 from compoworld.episode import run_episode
 from compoworld.registry import registry
@@ -70,11 +70,8 @@ def resolve_agent(
   if kind == "checkpoint":
     if not arg:
       raise ValueError("--agent=checkpoint needs a directory: --agent=checkpoint:DIR")
-    if "checkpoint" not in AGENTS:
-      raise NotImplementedError(
-        "checkpoint agents are not available yet: the policy has no in-process agent. Serve the "
-        "checkpoint behind an OpenAI-compatible endpoint and use --agent=openai:MODEL --base_url=URL"
-      )
+    if not load_agent("checkpoint"):
+      raise NotImplementedError(f"no checkpoint agent is registered by {LAZY_AGENTS['checkpoint']}")
     if not Path(arg).is_dir():
       raise FileNotFoundError(f"checkpoint directory {arg!r} does not exist")
     return "checkpoint", {"checkpoint_dir": arg}

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from compoworld.agents import AGENTS, Agent, tool_call_message
+from compoworld.agents import Agent, tool_call_message
 from compoworld.env import META_TOOL_NAMES
 from compoworld.evaluation import (
   evaluate,
@@ -382,15 +382,28 @@ def test_bad_input_is_refused_with_a_reason(tasks):
     resolve_agent("openai")
   with pytest.raises(ValueError, match="unknown agent"):
     resolve_agent("gpt4")
-  if "checkpoint" in AGENTS:
-    with pytest.raises(FileNotFoundError, match="does not exist"):
-      resolve_agent("checkpoint:/nonexistent/ckpt")
-  else:
-    with pytest.raises(NotImplementedError, match="not available yet"):
-      resolve_agent("checkpoint:/nonexistent/ckpt")
+  with pytest.raises(FileNotFoundError, match="does not exist"):
+    resolve_agent("checkpoint:/nonexistent/ckpt")
   with pytest.raises(ValueError, match="at least 1"):
     evaluate(tasks, "oracle", k=0, progress=False)
   with pytest.raises(ValueError, match="unique"):
     evaluate([tasks[0], tasks[0]], "oracle", progress=False)
   with pytest.raises(KeyError, match="oracle"):
     evaluate(tasks, "nobody", progress=False)
+
+
+def test_the_checkpoint_agent_loads_on_demand_in_a_fresh_process():
+  # experiments.evaluate imports no rl module: --agent=checkpoint:DIR must still find the agent.
+  code = (
+    "from compoworld.agents import AGENTS, make_agent\n"
+    "assert 'checkpoint' not in AGENTS\n"
+    "try:\n"
+    "  make_agent('checkpoint', checkpoint_dir='/nonexistent/run')\n"
+    "except FileNotFoundError as err:\n"
+    "  print('refused:', err)\n"
+    "print('registered' if 'checkpoint' in AGENTS else 'missing')\n"
+  )
+  out = subprocess.run(
+    [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+  )
+  assert "refused:" in out.stdout and out.stdout.strip().endswith("registered")
