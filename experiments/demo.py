@@ -1,23 +1,44 @@
-"""The project's main job on its embedded default: ``python -m experiments.demo --workdir=DIR``.
+"""The project's main job: ``python -m experiments.demo --workdir=runs/demo`` (``make demo``).
 
-At this stage: the Appendix D meetup task is built and gated, the oracle agent solves it
-through the four meta-tools, the verifier scores it, and a summary plus a readable transcript
-are written under the workdir.
+Runs the whole pipeline on the embedded tiny default (``configs/demo.py:tiny``): the service
+library compiled from its MCP specs → generated tasks → held-out service sets → oracle
+trajectories → SFT → GRPO → the policy evaluated on the held-out compositions before and after
+each training stage. Writes ``report.md``, the training curves and ``summary.json`` in the workdir.
+``--stages`` runs a subset (the others read an earlier run's files); ``--scenario`` runs the
+foundation's demo instead: the Appendix D meetup task solved by the oracle.
 """
 
 from absl import app, flags
+from ml_collections import config_flags
 
-from compoworld.demo import run_demo
-from envs.scenarios import community_meetup
 from experiments.common import write_summary
 
+_CONFIG = config_flags.DEFINE_config_file(
+  "config", "configs/demo.py", "Pipeline config (configs/demo.py:tiny or :test).", lock_config=True
+)
 _WORKDIR = flags.DEFINE_string("workdir", "runs/demo", "Where results are written.")
-_SEED = flags.DEFINE_integer("seed", 0, "World seed of the scenario.")
+_STAGES = flags.DEFINE_list(
+  "stages",
+  "library,tasks,split,trajectories,sft,grpo,eval",
+  "Stages to run: library, tasks, split, trajectories, sft, grpo, eval.",
+)
+_SCENARIO = flags.DEFINE_bool("scenario", False, "Only the meetup scenario with the oracle.")
+_SEED = flags.DEFINE_integer("seed", 0, "--scenario: world seed of the scenario.")
 
 
 def main(argv):
   del argv
-  write_summary(_WORKDIR.value, run_demo(community_meetup(_SEED.value), _WORKDIR.value))
+  if _SCENARIO.value:
+    from compoworld.demo import run_demo
+    from envs.scenarios import community_meetup
+
+    write_summary(_WORKDIR.value, run_demo(community_meetup(_SEED.value), _WORKDIR.value))
+    return
+  from rl.pipeline import run
+
+  summary = run(_CONFIG.value, _WORKDIR.value, _STAGES.value)
+  print(f"report: {summary['files']['report']}")
+  write_summary(_WORKDIR.value, summary)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,66 @@
+"""The paper's experiments: ``configs/experiments.py:env_scaling``, ``:single_vs_composed`` and
+``:reweighting``; ``:<name>_test`` runs each in a few minutes (the scripts' end-to-end check).
+
+Defaults are what 2 CPU cores finish in about an hour per seed; on an accelerator scale them up by
+flag, e.g. ``--config.sizes=100,500,1000,3000 --config.tasks.num_tasks=8000
+--config.sft=...`` (the paper's sizes; ``configs/sft.py:paper`` for the recipe).
+"""
+
+import ml_collections
+
+from configs import demo
+
+EXPERIMENTS = ("env_scaling", "single_vs_composed", "reweighting")
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  arg = arg or "env_scaling"
+  name, test = arg.removesuffix("_test"), arg.endswith("_test")
+  if name not in EXPERIMENTS:
+    raise ValueError(f"unknown experiment {arg!r}; valid: {', '.join(EXPERIMENTS)} (+ _test)")
+  base = demo.get_config("test" if test else "tiny")
+  c = ml_collections.ConfigDict()
+  c.experiment = name
+  c.tasks = base.tasks  # generation: K, walk lengths, distractors (num_tasks per arm and seed)
+  c.split = base.split  # held-out service sets
+  c.eval = base.eval  # the checkpoint agent on the held-out tasks
+  c.eval.max_tasks = 16  # held-out tasks evaluated (the first of the split)
+  c.sft = base.sft  # the recipe, the same for every arm (configs/sft.py:tiny)
+
+  if name == "env_scaling":
+    # Each trajectory from a distinct composition: K = 3 gives ~155 distinct service sets in 200
+    # tasks (K = 2 saturates near 80), enough for the largest size after the held-out split.
+    c.sizes = (16, 32, 64, 128)  # trajectories trained on (paper: 100, 500, 1K, 3K)
+    c.tasks.num_services = 3
+    c.tasks.min_walk = 4
+    c.tasks.max_walk = 5
+    c.tasks.num_tasks = 240
+    c.split.eval_fraction = 0.1
+  elif name == "single_vs_composed":
+    # The walk generator composes at least two services: every walk revisits a service through a
+    # bridge service (eq. 3 with its meaningful revisit), so K = 1 tasks cannot be generated and
+    # the "single" arm trains on the least composed tasks there are, K = 2.
+    c.single_k = 2  # K of the "single" arm's tasks
+    c.budget = 48  # trajectories per arm
+    c.tasks.num_services = 4  # K of the composed arm and of the held-out tasks
+    c.tasks.min_walk = 5
+    c.tasks.max_walk = 6
+    c.tasks.num_tasks = 96
+    c.split.eval_fraction = 0.15
+  else:
+    c.rewards = ("completion_focused", "uniform", "binary")  # rl.rewards names, one arm each
+    c.grpo = base.grpo  # configs/grpo.py:tiny; init is each seed's SFT policy
+    c.eval_every = 5  # GRPO steps between held-out evaluations
+
+  if test:  # demo.py:test's SFT and evaluation, a few tasks
+    c.tasks.num_tasks = 40
+    c.eval.max_tasks = 2
+    if name == "env_scaling":
+      c.sizes = (4, 8)
+      c.tasks.num_tasks = 24
+      c.split.eval_fraction = 0.15
+    elif name == "single_vs_composed":
+      c.budget = 4
+      c.tasks.num_tasks = 16
+      c.split.eval_fraction = 0.2
+  return c

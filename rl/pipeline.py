@@ -1,0 +1,372 @@
+"""The whole pipeline on one machine, stage by stage, as ``make demo`` runs it.
+
+library (the spec compiler on the hand-written services' MCP exports) → tasks → held-out service
+sets (``compoworld.splits``) → oracle trajectories → SFT → GRPO, with the policy evaluated on the
+held-out compositions before SFT (its random initialisation), after SFT and after GRPO. Every stage
+writes under its own directory of the run::
+
+  library/  tasks/  split/  trajectories/{train,eval}/  policy_init/  sft/  grpo/
+  eval/{oracle,before_sft,after_sft,after_grpo}/  report.md  summary.json  *.png
+
+A stage left out of ``stages`` reads what an earlier run wrote there, so ``stages=("eval",)``
+re-evaluates the policies of a finished run. The building blocks (``make_tasks``, ``init_policy``,
+``evaluate_policy``, ...) are also what the paper's experiments (``rl.experiments``) are made of.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import ml_collections
+
+from compoworld.build import build_library
+from compoworld.evaluation import evaluate, markdown, split_info, summarize
+from compoworld.generate import generate_tasks
+from compoworld.splits import split_by_composition
+from compoworld.tasks import Task, load_tasks, save_tasks
+from compoworld.trajectories import SFT_FILE, TRAJECTORIES_FILE, collect_trajectories
+from rl.policy import POLICY_DIR, RequestError
+from rl.policy_agent import PolicyAgent
+
+STAGES = ("library", "tasks", "split", "trajectories", "sft", "grpo", "eval")
+#: The policies evaluated, in order, and the training stage each comes from.
+POLICIES = {"before_sft": "sft", "after_sft": "sft", "after_grpo": "grpo"}
+
+
+# --- progress --------------------------------------------------------------------------------
+
+
+class Stages:
+  """Prints a banner with the elapsed time around each stage and records its wall time."""
+
+  def __init__(self, names: Sequence[str]):
+    self.names, self.seconds, self.t0 = list(names), {}, time.perf_counter()
+
+  @contextlib.contextmanager
+  def __call__(self, name: str) -> Iterator[None]:
+    i = self.names.index(name) + 1 if name in self.names else len(self.seconds) + 1
+    elapsed = time.perf_counter() - self.t0
+    print(f"\n=== [{i}/{len(self.names)}] {name}  (t = {elapsed:.0f} s) ===", flush=True)
+    t0 = time.perf_counter()
+    yield
+    self.seconds[name] = round(time.perf_counter() - t0, 1)
+    print(f"=== {name} done in {self.seconds[name]:.1f} s ===", flush=True)
+
+  @property
+  def total(self) -> float:
+    return round(time.perf_counter() - self.t0, 1)
+
+
+# --- data ------------------------------------------------------------------------------------
+
+
+def make_tasks(
+  cfg: ml_collections.ConfigDict, seed: int, num_tasks: int | None = None, k: int | None = None
+) -> tuple[list[Task], dict[str, Any]]:
+  """Generated tasks with the config's K, walk lengths and distractors (``cfg`` as
+  ``configs/demo.py``'s ``tasks``); ``num_tasks`` and ``k`` override it."""
+  return generate_tasks(
+    num_tasks or cfg.num_tasks,
+    seed=seed,
+    k=k or cfg.num_services,
+    min_walk=cfg.min_walk,
+    max_walk=cfg.max_walk,
+    num_distractors=cfg.num_distractors,
+    workers=cfg.workers,
+  )
+
+
+def composition(task: Task) -> tuple[str, ...]:
+  """A task's service set: what "distinct composition" and the held-out split are about."""
+  return tuple(sorted(task.services))
+
+
+def one_per_composition(tasks: Sequence[Task]) -> list[Task]:
+  """The first task of each distinct service set, in task order."""
+  seen: dict[tuple[str, ...], Task] = {}
+  for task in tasks:
+    seen.setdefault(composition(task), task)
+  return list(seen.values())
+
+
+def save_split(tasks: list[Task], eval_fraction: float, seed: int, workdir: Path) -> dict:
+  """Held-out service sets as ``train.jsonl`` / ``eval.jsonl`` + ``summary.json`` (the layout
+  ``compoworld.evaluation.split_info`` records with every evaluation)."""
+  train, held, info = split_by_composition(tasks, eval_fraction, seed)
+  if not train or not held:
+    raise ValueError(
+      f"the split of {len(tasks)} tasks at eval_fraction={eval_fraction} left "
+      f"{len(train)} train and {len(held)} held-out tasks; generate more tasks"
+    )
+  save_tasks(train, workdir / "train.jsonl")
+  save_tasks(held, workdir / "eval.jsonl")
+  _write_json(workdir / "summary.json", info)
+  return info
+
+
+# --- policies --------------------------------------------------------------------------------
+
+
+def init_policy(
+  sft_config: ml_collections.ConfigDict, trajectories: Sequence[dict], sft_dir: Path, out: Path
+) -> Path:
+  """The policy SFT starts from, exported to ``out``: the SFT config's model at its seed, with
+  the tokenizer trained on ``trajectories``, which is saved in ``sft_dir`` too so that SFT
+  trains with the very same one."""
+  import models
+  from rl.policy import save_policy
+  from rl.sft import _model_config, get_tokenizer
+
+  sft_dir.mkdir(parents=True, exist_ok=True)
+  tokenizer = get_tokenizer(sft_config, sft_dir, trajectories)
+  tokenizer.save(sft_dir)
+  model = models.create_model(_model_config(sft_config, tokenizer.vocab_size), seed=sft_config.seed)
+  save_policy(out, model, tokenizer, 0)
+  return out
+
+
+class BoundedPolicyAgent(PolicyAgent):
+  """The checkpoint agent, whose episode ends (an empty final answer) once its context is full,
+  so the verifier scores the state reached, as a rollout cut at its token budget is scored."""
+
+  def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    try:
+      return super().act(messages, tools)
+    except RequestError as err:
+      if err.param != "messages":
+        raise
+      return {"role": "assistant", "content": ""}
+
+
+def evaluate_policy(
+  policy_dir: str | Path,
+  tasks_file: str | Path,
+  workdir: str | Path,
+  cfg: ml_collections.ConfigDict,
+  seed: int = 0,
+  progress: bool = True,
+) -> dict[str, Any]:
+  """The policy in ``policy_dir`` on a task file (``cfg`` as ``configs/demo.py``'s ``eval``):
+  writes ``results.jsonl``, ``results.md`` and ``summary.json`` under ``workdir`` and returns
+  the summary, with the split recorded when the file is a split's ``eval.jsonl``."""
+  t0 = time.perf_counter()
+  policy_dir, workdir = Path(policy_dir), Path(workdir)
+
+  def make() -> BoundedPolicyAgent:
+    return BoundedPolicyAgent(
+      policy_dir,
+      temperature=cfg.temperature,
+      seed=seed,
+      max_context=cfg.max_context,
+      default_max_tokens=cfg.max_new_tokens,
+    )
+
+  results = evaluate(
+    load_tasks(tasks_file), make, k=cfg.samples, max_turns=cfg.max_turns, progress=progress
+  )
+  workdir.mkdir(parents=True, exist_ok=True)
+  with open(workdir / "results.jsonl", "w", encoding="utf-8") as f:
+    for result in results:
+      f.write(json.dumps(result, sort_keys=True, ensure_ascii=False) + "\n")
+  summary = {
+    "agent": f"checkpoint:{policy_dir}",
+    "tasks_file": str(tasks_file),
+    "split": split_info(tasks_file),
+    "k": cfg.samples,
+    "max_turns": cfg.max_turns,
+    **summarize(results),
+  }
+  (workdir / "results.md").write_text(markdown(summary), encoding="utf-8")
+  summary["seconds"] = round(time.perf_counter() - t0, 2)
+  _write_json(workdir / "summary.json", summary)
+  return summary
+
+
+def run_sft(
+  sft_config: ml_collections.ConfigDict,
+  train_file: str | Path,
+  workdir: str | Path,
+  eval_file: str | Path = "",
+) -> dict[str, Any]:
+  """``rl.sft.train`` on a trajectory file (held-out loss on ``eval_file`` when given)."""
+  from rl.sft import train
+
+  config = ml_collections.ConfigDict(sft_config.to_dict())
+  config.data.trajectories = str(train_file)
+  config.data.eval_trajectories = str(eval_file)
+  return train(config, workdir)
+
+
+def run_grpo(
+  grpo_config: ml_collections.ConfigDict,
+  init: str | Path,
+  tasks_file: str | Path,
+  workdir: str | Path,
+  eval_tasks_file: str | Path = "",
+) -> dict[str, Any]:
+  """GRPO from the policy ``init`` on the tasks of ``tasks_file``."""
+  if grpo_config.get("missing"):
+    raise RuntimeError(
+      "the GRPO stage needs rl/grpo.py and configs/grpo.py, which this checkout does not have "
+      "yet; run the other stages with --stages=library,tasks,split,trajectories,sft,eval"
+    )
+  from rl import grpo
+
+  config = ml_collections.ConfigDict(grpo_config.to_dict())
+  config.init = str(init)
+  config.data.tasks = str(tasks_file)
+  config.data.eval_tasks = str(eval_tasks_file)
+  return grpo.train(config, workdir)
+
+
+# --- the pipeline ----------------------------------------------------------------------------
+
+
+def _write_json(path: Path, data: Any) -> None:
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _read_json(path: Path, stage: str) -> dict[str, Any]:
+  if not path.is_file():
+    raise FileNotFoundError(f"{path} is missing: run the {stage!r} stage first")
+  return json.loads(path.read_text(encoding="utf-8"))
+
+
+def run(
+  config: ml_collections.ConfigDict, workdir: str | Path, stages: Sequence[str] = STAGES
+) -> dict[str, Any]:
+  """Runs ``stages`` of the pipeline in ``workdir``; writes ``summary.json``, ``report.md`` and
+  the plots there and returns the summary."""
+  from rl.report import write_report
+
+  unknown = sorted(set(stages) - set(STAGES))
+  if unknown:
+    raise ValueError(f"unknown stages {unknown}; valid: {', '.join(STAGES)}")
+  wd = Path(workdir)
+  wd.mkdir(parents=True, exist_ok=True)
+  names = [s for s in STAGES if s in stages and s != "eval"]
+  if "eval" in stages:
+    names += [f"eval {p}" for p in POLICIES]
+  stage = Stages([*names, "report"])
+  paths = {
+    "library": wd / "library",
+    "tasks": wd / "tasks",
+    "split": wd / "split",
+    "train_traj": wd / "trajectories" / "train",
+    "eval_traj": wd / "trajectories" / "eval",
+    "init": wd / "policy_init",
+    "sft": wd / "sft",
+    "grpo": wd / "grpo",
+  }
+
+  if "library" in stages:
+    with stage("library"):
+      specs = config.library.specs or None
+      library = build_library(specs, paths["library"], workers=config.library.workers)
+      library["specs"] = config.library.specs
+      _write_json(paths["library"] / "summary.json", library)
+  library = _read_json(paths["library"] / "summary.json", "library")
+
+  if "tasks" in stages:
+    with stage("tasks"):
+      tasks, task_summary = make_tasks(config.tasks, config.seed)
+      save_tasks(tasks, paths["tasks"] / "tasks.jsonl")
+      _write_json(paths["tasks"] / "summary.json", task_summary)
+  task_summary = _read_json(paths["tasks"] / "summary.json", "tasks")
+
+  if "split" in stages:
+    with stage("split"):
+      tasks = load_tasks(paths["tasks"] / "tasks.jsonl")
+      save_split(tasks, config.split.eval_fraction, config.seed, paths["split"])
+  split = _read_json(paths["split"] / "summary.json", "split")
+  train_tasks, eval_tasks = paths["split"] / "train.jsonl", paths["split"] / "eval.jsonl"
+
+  if "trajectories" in stages:
+    with stage("trajectories"):
+      for part, tasks_file in (("train_traj", train_tasks), ("eval_traj", eval_tasks)):
+        summary = collect_trajectories(
+          load_tasks(tasks_file), paths[part], max_turns=config.trajectories.max_turns
+        )
+        _write_json(paths[part] / "summary.json", summary)
+  trajectories = _read_json(paths["train_traj"] / "summary.json", "trajectories")
+  if not trajectories["kept"]:
+    raise ValueError(f"the oracle solved none of the training tasks: {trajectories}")
+
+  policies = {"before_sft": paths["init"], "after_sft": paths["sft"] / POLICY_DIR}
+  if "sft" in stages:
+    with stage("sft"):
+      from compoworld.trajectories import load_trajectories
+
+      train_records = load_trajectories(paths["train_traj"] / SFT_FILE)
+      init_policy(config.sft, train_records, paths["sft"], paths["init"])
+      sft = run_sft(
+        config.sft,
+        paths["train_traj"] / SFT_FILE,
+        paths["sft"],
+        paths["eval_traj"] / TRAJECTORIES_FILE,
+      )
+      _write_json(paths["sft"] / "summary.json", sft)
+  sft = _read_json(paths["sft"] / "summary.json", "sft")
+
+  grpo = None
+  if "grpo" in stages:
+    with stage("grpo"):
+      grpo = run_grpo(config.grpo, policies["after_sft"], train_tasks, paths["grpo"], eval_tasks)
+      _write_json(paths["grpo"] / "summary.json", grpo)
+  elif (paths["grpo"] / "summary.json").is_file():
+    grpo = _read_json(paths["grpo"] / "summary.json", "grpo")
+  if grpo is not None:
+    policies["after_grpo"] = paths["grpo"] / POLICY_DIR
+
+  # The oracle's play of the held-out tasks (collected with the trajectories) is the ceiling.
+  oracle = _read_json(paths["eval_traj"] / "summary.json", "trajectories")
+  evaluations = {
+    "oracle": {
+      "pass_rate": oracle["success_rate"],
+      "rubric_score": oracle["mean_score"],
+      "tasks": oracle["tasks"],
+      **{k: oracle[k] for k in ("tool_error_rate", "mean_turns", "mean_tool_calls")},
+    }
+  }
+  for name in POLICIES:
+    out = wd / "eval" / name
+    if "eval" in stages and name in policies:
+      with stage(f"eval {name}"):
+        summary = evaluate_policy(policies[name], eval_tasks, out, config.eval, config.seed)
+    elif (out / "summary.json").is_file():
+      summary = _read_json(out / "summary.json", "eval")
+    else:
+      continue
+    evaluations[name] = summary
+
+  with stage("report"):
+    summary = {
+      "config": config.variant,
+      "workdir": str(wd),
+      "library": library,
+      "tasks": task_summary["tasks"],
+      "task_summary": task_summary,
+      "split": split,
+      "sft_trajectories": trajectories["kept"],
+      "trajectory_summary": trajectories,
+      "sft": sft,
+      "grpo": grpo,
+      "evaluation": {name: _headline(s) for name, s in evaluations.items()},
+      "stage_seconds": stage.seconds,
+    }
+    summary["files"] = write_report(summary, evaluations, wd)
+  summary["stage_seconds"] = stage.seconds
+  summary["seconds"] = stage.total
+  _write_json(wd / "summary.json", summary)
+  return summary
+
+
+def _headline(summary: dict[str, Any]) -> dict[str, Any]:
+  keys = ("tasks", "pass_rate", "rubric_score", "tool_error_rate", "mean_turns", "mean_tool_calls")
+  return {k: summary[k] for k in keys}

@@ -1,0 +1,177 @@
+"""The pipeline's ``report.md``: library and task statistics, training curves (PNG), the
+before/after evaluation table and one example trajectory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from compoworld.episode import Trajectory, render_transcript
+from compoworld.rubric import VerifyResult
+from compoworld.tasks import load_tasks
+from rl.plots import Curve, line_plot
+
+#: Evaluation rows in table order, with what each one is.
+ROWS = {
+  "oracle": "oracle (reference solutions; the ceiling)",
+  "before_sft": "policy before SFT (random initialisation)",
+  "after_sft": "policy after SFT",
+  "after_grpo": "policy after GRPO",
+}
+_COLUMNS = ("tasks", "pass_rate", "rubric_score", "tool_error_rate", "mean_turns")
+
+
+def _row(cells) -> str:
+  return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+  return [_row(header), _row(["---", *["---:"] * (len(header) - 1)]), *map(_row, rows)]
+
+
+def _metrics(path: Path, key: str) -> tuple[list[int], list[float]]:
+  """The steps and values of ``key`` in a ``metrics.jsonl``."""
+  steps, values = [], []
+  if path.is_file():
+    for line in path.read_text(encoding="utf-8").splitlines():
+      record = json.loads(line)
+      if key in record:
+        steps.append(int(record["step"]))
+        values.append(float(record[key]))
+  return steps, values
+
+
+def sft_plot(sft: dict[str, Any], workdir: Path) -> str | None:
+  losses = sft.get("losses") or []
+  if not losses:
+    return None
+  start = sft.get("start_step", 0)
+  curves = [Curve("train loss", list(range(start + 1, start + len(losses) + 1)), losses)]
+  steps, evals = _metrics(Path(sft["workdir"]) / "metrics.jsonl", "eval_loss")
+  if steps:
+    curves.append(Curve("held-out loss (oracle, eval split)", steps, evals))
+  return line_plot(
+    workdir / "sft_loss.png",
+    curves,
+    xlabel="step",
+    ylabel="loss (nats/token)",
+    title="SFT: masked cross-entropy on agent tokens",
+  )
+
+
+def grpo_plot(grpo: dict[str, Any], workdir: Path) -> str | None:
+  rewards, passes = grpo.get("mean_reward") or [], grpo.get("pass_rate") or []
+  if not rewards:
+    return None
+  steps = list(range(1, len(rewards) + 1))
+  curves = [Curve(f"mean reward ({grpo.get('reward', '?')})", steps, rewards)]
+  if len(passes) == len(rewards):
+    curves.append(Curve("full-pass rate of rollouts", steps, passes))
+  if grpo.get("eval_steps"):
+    curves.append(Curve("held-out rubric score", grpo["eval_steps"], grpo["eval_rubric_score"]))
+  return line_plot(
+    workdir / "grpo_curves.png",
+    curves,
+    xlabel="step",
+    ylabel="reward / pass rate / score",
+    title="GRPO: training reward and held-out score",
+    ylim=(-0.02, 1.02),
+  )
+
+
+def example_transcript(workdir: Path, name: str) -> str | None:
+  """The transcript of the first held-out task as the policy ``name`` played it."""
+  path = workdir / "eval" / name / "results.jsonl"
+  if not path.is_file():
+    return None
+  first = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+  sample = first["samples"][0]
+  if sample["result"] is None:
+    return f"(the agent could not reply: {sample['error']})\n"
+  tasks = {t.id: t for t in load_tasks(workdir / "split" / "eval.jsonl")}
+  traj = Trajectory(
+    task_id=sample["task_id"],
+    agent=sample["agent"],
+    messages=sample["messages"],
+    final_answer=sample["final_answer"],
+    result=VerifyResult.model_validate(sample["result"]),
+    turns=sample["turns"],
+    tool_calls=sample["tool_calls"],
+    tool_errors=sample["tool_errors"],
+  )
+  return render_transcript(traj, tasks[first["task_id"]])
+
+
+def write_report(
+  summary: dict[str, Any], evaluations: dict[str, dict[str, Any]], workdir: str | Path
+) -> dict[str, str]:
+  """Writes ``report.md`` and its plots in ``workdir``; returns their paths by name."""
+  wd = Path(workdir)
+  lib, tasks, split = summary["library"], summary["task_summary"], summary["split"]
+  traj, sft, grpo = summary["trajectory_summary"], summary["sft"], summary["grpo"]
+  lines = [f"# CompoWorld pipeline: `{summary['config']}` config", ""]
+  lines += ["Wall time per stage (seconds):", ""]
+  lines += _table(["stage", "seconds"], [[k, v] for k, v in summary["stage_seconds"].items()])
+  lines += ["", "## Service library", ""]
+  lines += [
+    f"{lib['services']} services, {lib['tools']} tools compiled from "
+    f"{lib.get('specs') or 'the hand-written services exported as MCP specs'}; "
+    f"{lib['deterministic_share']:.1%} of executable tools deterministic, "
+    f"{lib['quarantined']} quarantined, {len(lib['domains'])} domains.",
+    "",
+    "## Tasks",
+    "",
+    f"{tasks['tasks']} verified tasks, {tasks['distinct_service_sets']} distinct service sets; "
+    f"K: {tasks['k_histogram']}; walk lengths L: {tasks['walk_length_histogram']}; "
+    f"criteria per task: {tasks['criteria_per_task']}.",
+    "",
+    f"Held-out split ({split['mode']}): {split['train_tasks']} training tasks over "
+    f"{split['train_service_sets']} service sets; {split['eval_tasks']} held-out tasks over "
+    f"{split['eval_service_sets']} service sets never seen together in training.",
+    "",
+    f"Oracle trajectories on the training tasks: {traj['kept']} of {traj['tasks']} verified "
+    f"(v = 1), {traj['mean_turns']} turns and {traj['mean_tool_calls']} tool calls on average.",
+    "",
+    "## Training",
+    "",
+  ]
+  files = {"report": str(wd / "report.md")}
+  sft_png = sft_plot(sft, wd)
+  if sft_png:
+    files["sft_loss"] = sft_png
+  eval_loss = sft.get("eval_loss")
+  lines += [
+    f"SFT: {sft['steps']} steps on {sft['train_trajectories']} trajectories; train loss "
+    f"{sft['initial_loss']:.3f} → {sft['final_loss']:.3f}"
+    + (f", held-out loss {sft['initial_eval_loss']:.3f} → {eval_loss:.3f}" if eval_loss else "")
+    + f"; {sft['tokens_per_s'] or 0:.0f} tokens/s.",
+    "",
+  ]
+  if sft_png:
+    lines += ["![SFT loss](sft_loss.png)", ""]
+  if grpo:
+    grpo_png = grpo_plot(grpo, wd)
+    rewards = grpo.get("mean_reward") or [float("nan")]
+    lines += [
+      f"GRPO ({grpo.get('reward', '?')} reward): {grpo['steps']} steps; mean reward "
+      f"{rewards[0]:.3f} → {rewards[-1]:.3f}.",
+      "",
+    ]
+    if grpo_png:
+      files["grpo_curves"] = grpo_png
+      lines += ["![GRPO curves](grpo_curves.png)", ""]
+  else:
+    lines += ["GRPO: not run.", ""]
+  lines += ["## Held-out evaluation", ""]
+  lines += [f"On the {split['eval_tasks']} held-out tasks (service sets never trained on):", ""]
+  lines += _table(
+    ["agent", *_COLUMNS],
+    [[ROWS[n], *(evaluations[n][c] for c in _COLUMNS)] for n in ROWS if n in evaluations],
+  )
+  last = next((n for n in ("after_grpo", "after_sft", "before_sft") if n in evaluations), None)
+  transcript = example_transcript(wd, last) if last else None
+  if transcript:
+    lines += ["", f"## Example trajectory ({ROWS[last]})", "", transcript]
+  (wd / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  return files

@@ -1,0 +1,205 @@
+"""The paper's SFT-data experiments (section 5.3): what the held-out score owes to the number of
+distinct compositions trained on (environment scaling, 5.3.1) and to training on composed rather
+than simpler tasks at the same budget (5.3.2).
+
+Per seed, each arm generates its tasks, holds out service sets (``compoworld.splits``), plays one
+training task per distinct composition with the oracle, trains the configured SFT recipe on the
+first ``n`` verified trajectories, and evaluates the policy on the held-out tasks (pass rate,
+rubric score, and the held-out SFT loss on the oracle's held-out trajectories, which moves long
+before a tiny policy passes anything).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ml_collections
+
+from compoworld.tasks import load_tasks, save_tasks
+from compoworld.trajectories import SFT_FILE, TRAJECTORIES_FILE, collect_trajectories
+from rl.experiments import curve, describe, over_seeds, run_seeds
+from rl.pipeline import evaluate_policy, make_tasks, one_per_composition, run_sft, save_split
+from rl.plots import bar_plot, line_plot
+from rl.policy import POLICY_DIR
+
+#: What each trained policy is scored by, and the plot label of each.
+METRICS = {
+  "pass_rate": "held-out pass rate",
+  "rubric_score": "held-out rubric score",
+  "eval_loss": "held-out SFT loss",
+}
+
+
+def prepare(
+  config: ml_collections.ConfigDict, seed: int, k: int, workdir: Path, eval_k: int | None = None
+) -> dict[str, Any]:
+  """Tasks with K = ``k``, their held-out split and the oracle's verified trajectories, one per
+  distinct training composition (``workdir/train/sft.jsonl``, in task order), and its play of
+  the held-out tasks (``workdir/eval``). Reused when ``workdir/prepared.json`` exists."""
+  done = workdir / "prepared.json"
+  if done.is_file():
+    return json.loads(done.read_text(encoding="utf-8"))
+  tasks, task_summary = make_tasks(config.tasks, seed, k=k)
+  info = save_split(tasks, config.split.eval_fraction, seed, workdir / "split")
+  held = load_tasks(workdir / "split" / "eval.jsonl")[: config.eval.max_tasks]
+  save_tasks(held, workdir / "split" / "eval.jsonl")  # the split's summary.json stays beside it
+  train = one_per_composition(load_tasks(workdir / "split" / "train.jsonl"))
+  collected = collect_trajectories(train, workdir / "train")
+  oracle = collect_trajectories(held, workdir / "eval")
+  prepared = {
+    "k": k,
+    "tasks": task_summary["tasks"],
+    "split": info,
+    "train_compositions": len(train),
+    "verified_trajectories": collected["kept"],
+    "eval_tasks": len(held),
+    "oracle_eval_pass_rate": oracle["success_rate"],
+    "train_file": str(workdir / "train" / SFT_FILE),
+    "eval_tasks_file": str(workdir / "split" / "eval.jsonl"),
+    "eval_trajectories_file": str(workdir / "eval" / TRAJECTORIES_FILE),
+  }
+  done.write_text(json.dumps(prepared, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+  return prepared
+
+
+def train_and_evaluate(
+  config: ml_collections.ConfigDict,
+  train_file: str | Path,
+  eval_tasks_file: str | Path,
+  eval_trajectories_file: str | Path,
+  workdir: Path,
+  seed: int,
+) -> dict[str, Any]:
+  """The SFT recipe (model seed and data order from ``seed``) on ``train_file``, then the policy
+  on the held-out tasks."""
+  t0 = time.perf_counter()
+  sft_config = ml_collections.ConfigDict(config.sft.to_dict())
+  sft_config.seed = seed
+  sft_config.data.seed = seed
+  sft = run_sft(sft_config, train_file, workdir / "sft", eval_trajectories_file)
+  ev = evaluate_policy(workdir / "sft" / POLICY_DIR, eval_tasks_file, workdir / "eval", config.eval)
+  return {
+    "pass_rate": ev["pass_rate"],
+    "rubric_score": ev["rubric_score"],
+    "eval_loss": sft["eval_loss"],
+    "sft_steps": sft["steps"],
+    "final_train_loss": sft["final_loss"],
+    "seconds": round(time.perf_counter() - t0, 1),
+  }
+
+
+def _subset(train_file: str, n: int, out: Path) -> Path:
+  lines = Path(train_file).read_text(encoding="utf-8").splitlines()
+  if len(lines) < n:
+    raise ValueError(
+      f"{train_file} holds {len(lines)} verified trajectories of distinct compositions, fewer "
+      f"than the {n} asked for: generate more tasks (--config.tasks.num_tasks) or raise K"
+    )
+  out.mkdir(parents=True, exist_ok=True)
+  (out / SFT_FILE).write_text("\n".join(lines[:n]) + "\n", encoding="utf-8")
+  return out / SFT_FILE
+
+
+def _finish(
+  name: str, results: list[dict[str, Any]], x_name: str, arms: dict[str, list[str]], workdir: Path
+) -> dict[str, Any]:
+  """Intervals over seeds of every ``<arm>_<metric>`` curve, one plot per metric, the summary."""
+  keys = [f"{arm}_{m}" for arm in arms for m in METRICS]
+  stats = over_seeds(results, keys)
+  plots, band = [], f"(mean, 95% t-interval over {len(results)} seed(s))"
+  for metric, label in METRICS.items():
+    path = workdir / f"{metric}.png"
+    if all(len(xs) == 1 for xs in arms.values()):  # one point per arm: bars
+      points = [stats[f"{arm}_{metric}"][0] for arm in arms]
+      errors = [None if p["low"] is None else (p["low"], p["high"]) for p in points]
+      means = [p["mean"] for p in points]
+      title = f"{name}: {label} {band}"
+      plots.append(bar_plot(path, list(arms), means, errors=errors, ylabel=label, title=title))
+      continue
+    curves = [curve(arm, arms[arm], stats[f"{arm}_{metric}"]) for arm in arms]
+    title = f"{name}: {label} {band}"
+    plots.append(line_plot(path, curves, xlabel=x_name, ylabel=label, title=title, logx=True))
+  lines = {
+    f"{arm} @ {x}: {label}": describe(stats[f"{arm}_{m}"][i])
+    for arm, xs in arms.items()
+    for i, x in enumerate(xs)
+    for m, label in METRICS.items()
+  }
+  return {
+    "experiment": name,
+    "seeds": [r["seed"] for r in results],
+    x_name: next(iter(arms.values())),
+    "stats": stats,
+    "table": lines,
+    "per_seed": results,
+    "plots": plots,
+  }
+
+
+def env_scaling(
+  config: ml_collections.ConfigDict, seeds: Sequence[int], workdir: str | Path
+) -> dict[str, Any]:
+  """SFT on ``config.sizes`` trajectories, each from a distinct composition (section 5.3.1)."""
+  workdir, sizes = Path(workdir), sorted(config.sizes)
+
+  def one_seed(seed: int, wd: Path) -> dict[str, Any]:
+    data = prepare(config, seed, config.tasks.num_services, wd / "data")
+    out: dict[str, Any] = {"data": data, **{f"sft_{m}": [] for m in METRICS}}
+    for n in sizes:
+      print(f"--- seed {seed}: SFT on {n} trajectories")
+      train_file = _subset(data["train_file"], n, wd / f"n{n}")
+      r = train_and_evaluate(
+        config,
+        train_file,
+        data["eval_tasks_file"],
+        data["eval_trajectories_file"],
+        wd / f"n{n}",
+        seed,
+      )
+      out[f"n{n}"] = r
+      for m in METRICS:
+        out[f"sft_{m}"].append(r[m])
+    return out
+
+  results = run_seeds(one_seed, seeds, workdir)
+  return _finish("environment scaling", results, "trajectories", {"sft": sizes}, workdir)
+
+
+def single_vs_composed(
+  config: ml_collections.ConfigDict, seeds: Sequence[int], workdir: str | Path
+) -> dict[str, Any]:
+  """The same budget of trajectories from tasks of ``config.single_k`` services and of
+  ``config.tasks.num_services``; both scored on held-out composed tasks (section 5.3.2)."""
+  workdir, budget = Path(workdir), config.budget
+  arms = {"single": config.single_k, "composed": config.tasks.num_services}
+
+  def one_seed(seed: int, wd: Path) -> dict[str, Any]:
+    composed = prepare(config, seed, arms["composed"], wd / "data_composed")
+    out: dict[str, Any] = {"data_composed": composed}
+    for arm, k in arms.items():
+      data = composed if arm == "composed" else prepare(config, seed, k, wd / f"data_{arm}")
+      out[f"data_{arm}"] = data
+      print(f"--- seed {seed}: SFT on {budget} trajectories of K = {k} tasks ({arm})")
+      train_file = _subset(data["train_file"], budget, wd / arm)
+      r = train_and_evaluate(
+        config,
+        train_file,
+        composed["eval_tasks_file"],
+        composed["eval_trajectories_file"],
+        wd / arm,
+        seed,
+      )
+      out[arm] = r
+      for m in METRICS:
+        out[f"{arm}_{m}"] = [r[m]]
+    return out
+
+  results = run_seeds(one_seed, seeds, workdir)
+  summary = _finish(
+    "single vs composed", results, "budget", {arm: [budget] for arm in arms}, workdir
+  )
+  return {**summary, "arms_k": arms}

@@ -1,0 +1,73 @@
+"""The whole pipeline (``make demo``) at a minimal size, and its pieces."""
+
+import importlib.util
+import json
+
+import pytest
+
+from compoworld.tasks import load_tasks
+from configs.demo import get_config
+from rl.pipeline import STAGES, BoundedPolicyAgent, one_per_composition, run
+from rl.policy import RequestError
+
+HAS_GRPO = importlib.util.find_spec("rl.grpo") is not None
+
+
+class _FullContext:
+  """A policy whose context is always full (or whose request is otherwise bad)."""
+
+  def __init__(self, param):
+    self.param = param
+
+  def chat(self, messages, tools, **kwargs):
+    raise RequestError("the prompt is 5000 tokens; the context is 4096", self.param)
+
+
+def test_a_full_context_ends_the_episode_and_other_errors_propagate():
+  agent = BoundedPolicyAgent(policy=_FullContext("messages"))
+  assert agent.act([{"role": "user", "content": "hi"}], []) == {"role": "assistant", "content": ""}
+  with pytest.raises(RequestError):
+    BoundedPolicyAgent(policy=_FullContext("max_tokens")).act([], [])
+
+
+def test_bad_stages_and_missing_inputs_fail_clearly(tmp_path):
+  with pytest.raises(ValueError, match="unknown stages"):
+    run(get_config("test"), tmp_path, ["library", "rl"])
+  with pytest.raises(FileNotFoundError, match="run the 'library' stage first"):
+    run(get_config("test"), tmp_path, ["eval"])
+
+
+def test_one_per_composition_keeps_the_first_task_of_each_service_set(tasks):
+  twin = tasks[0].model_copy(update={"id": "twin"})
+  kept = one_per_composition([tasks[0], twin, *tasks[1:]])
+  assert kept[0].id == tasks[0].id and "twin" not in [t.id for t in kept]
+
+
+@pytest.mark.slow
+def test_pipeline_end_to_end_at_a_minimal_size(tmp_path):
+  stages = [s for s in STAGES if HAS_GRPO or s != "grpo"]
+  summary = run(get_config("test"), tmp_path, stages)
+  on_disk = json.loads((tmp_path / "summary.json").read_text())
+  assert on_disk["tasks"] == summary["tasks"] > 0
+  assert 0 < on_disk["sft_trajectories"] <= on_disk["tasks"]
+  names = ["before_sft", "after_sft", *(["after_grpo"] if HAS_GRPO else [])]
+  for name in ["oracle", *names]:
+    row = on_disk["evaluation"][name]
+    assert 0 <= row["pass_rate"] <= row["rubric_score"] <= 1, (name, row)
+  assert on_disk["evaluation"]["oracle"]["pass_rate"] == 1.0
+  # held out: no evaluation task's service set was trained on, every service was
+  train = {tuple(sorted(t.services)) for t in load_tasks(tmp_path / "split/train.jsonl")}
+  held = {tuple(sorted(t.services)) for t in load_tasks(tmp_path / "split/eval.jsonl")}
+  assert held and not held & train
+  assert {s for h in held for s in h} <= {s for t in train for s in t}
+  assert on_disk["sft"]["steps"] == 2 and len(on_disk["sft"]["losses"]) == 2
+  assert set(on_disk["stage_seconds"]) >= {"library", "tasks", "sft", "eval after_sft", "report"}
+  report = (tmp_path / "report.md").read_text()
+  for heading in ("## Service library", "## Tasks", "## Held-out evaluation", "Example trajectory"):
+    assert heading in report
+  assert (tmp_path / "sft_loss.png").stat().st_size > 1000
+  if HAS_GRPO:
+    assert (tmp_path / "grpo_curves.png").stat().st_size > 1000
+  # a rerun of the evaluation alone reads the earlier stages' files
+  again = run(get_config("test"), tmp_path, ["eval"])
+  assert again["evaluation"]["after_sft"] == summary["evaluation"]["after_sft"]
