@@ -1,0 +1,348 @@
+"""The rollout engine on a tiny random model and the session's generated tasks.
+
+A scripted sampler (the policy's text fixed per rollout and turn, sampled through the real
+engine: caches, log-probs, parsing, forks, appends) proves the environment step; the real
+temperature / top-p sampler proves determinism and the budgets. Every rollout's log-probs are
+checked against one full forward pass over its final tokens.
+"""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from compoworld.envelope import error
+from models import Cache, create_model, get_config
+from rl.chat import IM_END, tool_call_text
+from rl.rollout import RolloutConfig, RolloutEngine, start_conversation, top_p_filter
+
+TEMPERATURE = 0.7
+SCRIPT_TOKENS = 256  # per-turn budget of the scripted engine: every scripted turn fits
+SCRIPT_TOTAL = 8192  # token budget of the scripted engine: every script fits
+MALFORMED = '<tool_call>\n{"name": "list_services", "arguments": {oops}\n</tool_call>'
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+  # The tiny SFT shape (configs/sft.py:tiny): one DeltaNet and one attention layer.
+  config = get_config(
+    "tiny",
+    vocab_size=tokenizer.vocab_size,
+    num_layers=2,
+    full_attention_interval=2,
+    deltanet_chunk=64,
+    moe_backend="sort",
+  )
+  return create_model(config, seed=0)
+
+
+def call(name, **arguments):
+  return tool_call_text(name, arguments)
+
+
+def oracle_writes(task):
+  """The reference solution's writes: from s0 they reach the goal state (reads change nothing)."""
+  return [task.reference_solution[i] for i in task.write_indices()]
+
+
+def oracle_turns(task):
+  """The reference writes, one call_tool per turn, then the reference answer."""
+  turns = [
+    call("call_tool", service=c.service, tool=c.tool, arguments=c.arguments)
+    for c in oracle_writes(task)
+  ]
+  return [*turns, task.reference_answer or "Done."]
+
+
+def scripted_sampler(renderer, scripts):
+  """A sampler that emits `scripts[row][turn]` (text, then <|im_end|>) whatever the logits."""
+  rows = [[renderer.encode_text(text + IM_END) for text in turns] for turns in scripts]
+  turns = max(len(t) for t in rows)
+  longest = max(len(ids) for t in rows for ids in t)
+  assert longest <= SCRIPT_TOKENS
+  table = np.full((len(rows), turns, longest), renderer.im_end_id, np.int32)
+  for r, row in enumerate(rows):
+    for t, ids in enumerate(row):
+      table[r, t, : len(ids)] = ids
+  table = jnp.asarray(table)
+
+  def sample(logits_bv, key_b, step, row_b, turn_b):
+    del logits_bv, key_b
+    return table[row_b, jnp.minimum(turn_b, turns - 1), jnp.minimum(step, longest - 1)]
+
+  return sample
+
+
+@pytest.fixture(scope="module")
+def played(tasks):
+  """The two tasks of the scripted runs (the first has the fewest reference writes)."""
+  return [tasks[1], tasks[0]]
+
+
+@pytest.fixture(scope="module")
+def script(played):
+  """Task 0: rollout 0 plays the oracle, rollout 1 answers at once. Task 1: rollout 0 sends a
+  malformed call, then a good one; rollout 1 calls a meta-tool that does not exist."""
+  return [
+    oracle_turns(played[0]),
+    ["I can not do that."],
+    [MALFORMED, call("list_services"), "Finished."],
+    [call("frobnicate"), "Finished."],
+  ]
+
+
+@pytest.fixture(scope="module")
+def scripted(model, renderer, script):
+  return scripted_engine(model, renderer, script, max_turns=16)
+
+
+def scripted_engine(model, renderer, script, max_turns):
+  config = RolloutConfig(
+    num_rollouts=2,
+    max_turns=max_turns,
+    max_new_tokens_per_turn=SCRIPT_TOKENS,
+    max_total_tokens=SCRIPT_TOTAL,
+    temperature=TEMPERATURE,
+  )
+  sampler = scripted_sampler(renderer, script)
+  return RolloutEngine(model, renderer, config, sampler=sampler, append_chunk=64, min_batch=4)
+
+
+@pytest.fixture(scope="module")
+def scripted_rollouts(scripted, played):
+  return scripted.run(played, seed=0)
+
+
+def prompt_length(renderer, task):
+  return len(start_conversation(renderer, task).prompt_ids())
+
+
+PER_TURN = 12
+TOTAL_SLACK = 5  # the longer prompt's rollouts may generate this many tokens in all
+
+
+@pytest.fixture(scope="module")
+def sampled_setup(model, renderer, tasks):
+  """Real sampling; the token budget cuts the longer prompt's rollouts at TOTAL_SLACK tokens,
+  the per-turn budget the other's at PER_TURN."""
+  pair = sorted(tasks[:3], key=lambda t: prompt_length(renderer, t))
+  short, long = pair[0], pair[-1]
+  assert prompt_length(renderer, long) - prompt_length(renderer, short) > PER_TURN
+  config = RolloutConfig(
+    num_rollouts=2,
+    max_turns=3,
+    max_new_tokens_per_turn=PER_TURN,
+    max_total_tokens=prompt_length(renderer, long) + TOTAL_SLACK,
+    temperature=TEMPERATURE,
+    top_p=0.95,
+  )
+  engine = RolloutEngine(model, renderer, config, append_chunk=64, min_batch=4)
+  return engine, [long, short]
+
+
+@pytest.fixture(scope="module")
+def sampled_rollouts(sampled_setup):
+  engine, tasks = sampled_setup
+  return engine.run(tasks, seed=3)
+
+
+@nnx.jit
+def forward(model, tokens_bt):
+  return model(tokens_bt)
+
+
+@nnx.jit
+def forward_cached(model, tokens_bt, cache, valid_bt):
+  out = model.forward(tokens_bt, cache=cache, valid_bt=valid_bt)
+  return out.logits, out.cache
+
+
+def full_forward_logprobs(model, sequences):
+  """log_softmax(logits / T) of each token given the ones before it, by uncached passes over
+  the sequences right-padded to a multiple of 1024 (the model is causal: padding is inert)."""
+  out = [None] * len(sequences)
+  by_length = {}
+  for i, s in enumerate(sequences):
+    by_length.setdefault(-(-len(s) // 1024) * 1024, []).append(i)
+  for length, rows in by_length.items():
+    tokens_bt = np.zeros((len(rows), length + 1), np.int32)
+    for b, i in enumerate(rows):
+      tokens_bt[b, : len(sequences[i])] = sequences[i]
+    logits_btv = forward(model, jnp.asarray(tokens_bt[:, :-1]))
+    logp_btv = jax.nn.log_softmax(logits_btv.astype(jnp.float32) / TEMPERATURE, axis=-1)
+    next_bt1 = jnp.asarray(tokens_bt[:, 1:, None])
+    logp_bt = np.asarray(jnp.take_along_axis(logp_btv, next_bt1, axis=-1)[..., 0])
+    for b, i in enumerate(rows):
+      out[i] = np.concatenate([[0.0], logp_bt[b, : len(sequences[i]) - 1]])
+  return out
+
+
+# --- the model's cache takes multi-token appends ----------------------------------------------
+
+
+def test_cached_chunk_appends_equal_the_full_forward_pass(model):
+  """Rows of different lengths continue with chunks of different lengths (padding masked)."""
+  rng = np.random.default_rng(0)
+  tokens = rng.integers(0, model.config.vocab_size, size=(2, 48), dtype=np.int32)
+  full = np.asarray(forward(model, jnp.asarray(tokens)))
+  cache = Cache.zeros(model.config, 2, 64)
+  done = np.zeros(2, np.int32)
+  for counts in ([5, 16], [9, 1], [16, 12], [0, 7]):
+    chunk = np.zeros((2, 16), np.int32)
+    for b, n in enumerate(counts):
+      chunk[b, :n] = tokens[b, done[b] : done[b] + n]
+    valid = np.arange(16)[None, :] < np.asarray(counts)[:, None]
+    logits, cache = forward_cached(model, jnp.asarray(chunk), cache, jnp.asarray(valid))
+    for b, n in enumerate(counts):
+      np.testing.assert_allclose(
+        np.asarray(logits[b, :n]), full[b, done[b] : done[b] + n], atol=2e-4, rtol=1e-4
+      )
+    done += np.asarray(counts, np.int32)
+  np.testing.assert_array_equal(np.asarray(cache.lengths_b), done)
+
+
+# --- the environment step, with a scripted policy ---------------------------------------------
+
+
+def test_oracle_rollout_passes_and_its_sibling_fork_is_untouched(scripted_rollouts, played):
+  oracle, idle = scripted_rollouts[0], scripted_rollouts[1]
+  task = played[0]
+  writes = len(oracle_writes(task))
+  assert (oracle.group, oracle.index, idle.group, idle.index) == (0, 0, 0, 1)
+  assert oracle.finished and oracle.turns == writes + 1
+  assert oracle.tool_calls == writes and oracle.tool_errors == 0
+  assert oracle.final_answer == (task.reference_answer or "Done.")
+  assert oracle.criteria == [c.id for c in task.rubric]
+  assert oracle.passed.all()
+  # The same task's other fork saw none of the oracle's writes.
+  fresh = task.verify(task.make_env(), idle.final_answer)
+  np.testing.assert_array_equal(idle.passed, fresh.criteria)
+  assert not idle.passed.all()
+  assert idle.finished and idle.turns == 1 and idle.tool_calls == 0
+
+
+def test_tool_envelopes_are_those_of_the_env(scripted_rollouts, played):
+  oracle = scripted_rollouts[0]
+  env = played[0].make_env()
+  tool_messages = [m for m in oracle.messages if m["role"] == "tool"]
+  for c, message in zip(oracle_writes(played[0]), tool_messages, strict=True):
+    assert json.loads(message["content"]) == env.call_tool(c.service, c.tool, c.arguments)
+
+
+def test_malformed_and_unknown_calls_get_error_envelopes(scripted_rollouts):
+  malformed, unknown = scripted_rollouts[2], scripted_rollouts[3]
+  tool_messages = [m for m in malformed.messages if m["role"] == "tool"]
+  first = json.loads(tool_messages[0]["content"])
+  assert first["ok"] is False and first["error"]["type"] == "malformed_call"
+  assert "not valid JSON" in first["error"]["message"]
+  assert json.loads(tool_messages[1]["content"])["ok"] is True  # then list_services works
+  assert (malformed.tool_calls, malformed.tool_errors, malformed.turns) == (2, 1, 3)
+  assert malformed.finished and malformed.final_answer == "Finished."
+  envelope = json.loads(next(m for m in unknown.messages if m["role"] == "tool")["content"])
+  assert envelope == error(404, "unknown_tool", envelope["error"]["message"])
+  assert (unknown.tool_calls, unknown.tool_errors) == (1, 1)
+
+
+def test_tokens_are_the_rendered_conversation(scripted_rollouts, renderer):
+  """Observation turns and headers are exactly the renderer's ids, with loss mask 0. (A turn
+  that does not parse is recorded as the message it parses to, so rollout 2 is left out.)"""
+  for ro in [scripted_rollouts[i] for i in (0, 1, 3)]:
+    rendered = renderer.render(ro.messages)
+    n = len(ro.tokens)
+    np.testing.assert_array_equal(ro.tokens, rendered.ids[:n])
+    np.testing.assert_array_equal(ro.loss_mask, rendered.loss_mask[:n].astype(bool))
+  oracle = scripted_rollouts[0]
+  # The first tool turn follows the first assistant turn's "<|im_end|>\n", then the next header.
+  first_tool = next(i for i, m in enumerate(oracle.messages) if m["role"] == "tool")
+  ids, mask = renderer.render_turn(oracle.messages[first_tool])
+  prefix = len(renderer.render(oracle.messages[:first_tool]).ids)
+  observation = list(ids) + renderer.generation_prompt
+  np.testing.assert_array_equal(oracle.tokens[prefix : prefix + len(observation)], observation)
+  assert not oracle.loss_mask[prefix : prefix + len(observation)].any() and not any(mask)
+  assert "tool_response" in renderer.decode(ids)
+
+
+def test_mask_is_exactly_the_generated_tokens(scripted_rollouts, sampled_rollouts, renderer):
+  for ro in scripted_rollouts:
+    n = len(ro.tokens)
+    assert ro.tokens.dtype == np.int32 and ro.tokens.shape == (n,)
+    assert ro.loss_mask.dtype == bool and ro.loss_mask.shape == (n,)
+    assert ro.logprobs.dtype == np.float32 and ro.logprobs.shape == (n,)
+    assert ro.loss_mask.sum() == ro.generated_tokens
+    assert (ro.logprobs[~ro.loss_mask] == 0).all() and (ro.logprobs[ro.loss_mask] < 0).all()
+    # Generated ids are exactly the assistant bodies the scripts emitted.
+    generated = renderer.decode(ro.tokens[ro.loss_mask])
+    assert generated.count(IM_END) == ro.turns
+  for ro in sampled_rollouts:
+    assert ro.loss_mask.sum() == ro.generated_tokens > 0
+    assert (ro.logprobs[~ro.loss_mask] == 0).all()
+
+
+def test_logprobs_equal_a_full_forward_pass(model, scripted_rollouts, sampled_rollouts):
+  """The key property for GRPO: the sampling log-probs are those the trainer recomputes."""
+  rollouts = scripted_rollouts + sampled_rollouts
+  for ro, expected in zip(
+    rollouts, full_forward_logprobs(model, [r.tokens for r in rollouts]), strict=True
+  ):
+    np.testing.assert_allclose(ro.logprobs[ro.loss_mask], expected[ro.loss_mask], atol=1e-4)
+
+
+def test_turn_budget_stops_a_rollout(model, renderer, script, played):
+  engine = scripted_engine(model, renderer, script, max_turns=1)
+  rollouts = engine.run(played, seed=0)
+  oracle = rollouts[0]
+  assert oracle.turns == 1 and not oracle.finished and oracle.final_answer is None
+  assert oracle.tool_calls == 1  # the last turn's call still ran
+  assert rollouts[1].finished  # a final answer in the first turn is within the budget
+
+
+# --- real sampling ------------------------------------------------------------------------------
+
+
+def test_same_seed_same_rollouts_other_seed_others(sampled_setup, sampled_rollouts):
+  engine, tasks = sampled_setup
+  again = engine.run(tasks, seed=3)
+  for a, b in zip(sampled_rollouts, again, strict=True):
+    np.testing.assert_array_equal(a.tokens, b.tokens)
+    np.testing.assert_array_equal(a.logprobs, b.logprobs)
+    assert a.messages == b.messages
+  other = engine.run(tasks, seed=4)
+  assert any(
+    not np.array_equal(a.tokens, b.tokens) for a, b in zip(sampled_rollouts, other, strict=True)
+  )
+  # Rollouts of one group are not copies of each other.
+  assert not np.array_equal(sampled_rollouts[0].tokens, sampled_rollouts[1].tokens)
+
+
+def test_token_budgets_cut_generation(sampled_setup, sampled_rollouts, renderer):
+  engine, _tasks = sampled_setup
+  config = engine.config
+  for ro in sampled_rollouts:
+    assert len(ro.tokens) <= config.max_total_tokens
+    ended = ro.tokens[-1] == renderer.im_end_id
+    if ro.group == 0:  # the long prompt: the total budget leaves TOTAL_SLACK tokens
+      assert ro.generated_tokens <= TOTAL_SLACK
+      if not ended:
+        assert len(ro.tokens) == config.max_total_tokens and not ro.finished
+    elif not ended:  # the short prompt: cut by the per-turn budget
+      assert ro.generated_tokens == PER_TURN and ro.turns == 1 and not ro.finished
+
+
+def test_top_p_keeps_the_smallest_set_with_enough_mass():
+  logits = jnp.log(jnp.asarray([[0.5, 0.3, 0.15, 0.05], [0.25, 0.25, 0.25, 0.25]]))
+  kept = np.isfinite(np.asarray(top_p_filter(logits, 0.7)))
+  np.testing.assert_array_equal(kept, [[True, True, False, False], [True, True, True, True]])
+  assert np.isfinite(np.asarray(top_p_filter(logits, 0.5))).sum(axis=1).tolist() == [1, 4]
+
+
+def test_bad_configs_are_errors(model, renderer, tasks):
+  with pytest.raises(ValueError, match="temperature"):
+    RolloutConfig(temperature=0.0)
+  with pytest.raises(ValueError, match="top_p"):
+    RolloutConfig(top_p=0.0)
+  engine = RolloutEngine(model, renderer, RolloutConfig(max_total_tokens=100))
+  with pytest.raises(ValueError, match="prompt is"):
+    engine.run(tasks[:1], seed=0)
