@@ -195,6 +195,7 @@ def shard_batch(batch: Mapping[str, np.ndarray], mesh) -> dict[str, jax.Array]:
 def _generate_sft_set(config: ml_collections.ConfigDict, data_dir: Path) -> Path:
   """Generates tasks and their oracle trajectories into `data_dir` (reused when present)."""
   from compoworld.generate import generate_tasks
+  from compoworld.tasks import save_tasks
   from compoworld.trajectories import collect_trajectories
 
   path = data_dir / "sft.jsonl"
@@ -212,6 +213,7 @@ def _generate_sft_set(config: ml_collections.ConfigDict, data_dir: Path) -> Path
   )
   if not tasks:
     raise ValueError(f"task generation produced no task with {g}")
+  save_tasks(tasks, data_dir / "tasks.jsonl")  # GRPO (rl.grpo) trains on the same tasks
   summary = collect_trajectories(tasks, data_dir, agent="oracle")
   if not summary["kept"]:
     raise ValueError(f"no verified trajectory among {len(tasks)} generated tasks: {summary}")

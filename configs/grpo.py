@@ -1,0 +1,91 @@
+"""GRPO configs: ``configs/grpo.py:paper`` (the paper's stage two) and ``:tiny`` (CPU, minutes).
+
+``tiny`` without ``--init`` first trains the tiny SFT policy (``configs/sft.py:tiny``) in
+``WORKDIR/sft`` and takes its generated tasks: those of its training trajectories to train on,
+those of its held-out trajectories to evaluate on.
+"""
+
+import ml_collections
+
+from configs.sft import get_config as sft_config
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  variant = arg or "paper"
+  if variant not in ("tiny", "paper"):
+    raise ValueError(f"unknown GRPO config variant {variant!r}; valid: tiny, paper")
+  c = ml_collections.ConfigDict()
+  c.variant = variant
+  c.seed = 0  # task order and rollout sampling: step s plays with seed (seed, s)
+  c.num_steps = 200  # GRPO steps (one rollout batch each)
+  c.stop_after = 0  # stop after this many steps of this process without saving (preemption tests)
+  c.log_every = 1  # steps between metric writes
+  c.init = ""  # SFT workdir or policy directory to start from (rl.policy.load_policy_parts)
+  c.sft_config = ""  # with no init: train this configs/sft.py variant in WORKDIR/sft first
+
+  c.data = ml_collections.ConfigDict()
+  c.data.tasks = ""  # tasks.jsonl to train on; "" = the task set the init's SFT run generated
+  c.data.eval_tasks = ""  # held-out tasks.jsonl; "" = num_eval_tasks held out / SFT's held-out
+  c.data.num_eval_tasks = 16  # held out of data.tasks (by data.seed) when no eval file is given
+  c.data.seed = 0  # the held-out split of data.tasks
+  c.data.tasks_per_step = 16  # G; with N = 8, 128 trajectories per step (not stated in the paper)
+  c.data.min_length = 256  # shortest padded batch length (rl.grpo.bucket_length: few shapes)
+
+  c.rollout = ml_collections.ConfigDict()  # rl.rollout.RolloutConfig
+  c.rollout.num_rollouts = 8  # N per task (paper: 8)
+  c.rollout.max_turns = 32  # assistant turns per rollout
+  c.rollout.max_new_tokens_per_turn = 512
+  c.rollout.max_total_tokens = 16384  # prompt + everything appended, per rollout
+  c.rollout.temperature = 1.0  # the trainer's log-probs use the same temperature
+  c.rollout.top_p = 1.0
+
+  c.reward = ml_collections.ConfigDict()
+  c.reward.name = "completion_focused"  # rl.rewards.REWARDS: completion_focused, uniform, binary
+  c.reward.lam = 0.01  # lambda of eq. 5 (completion_focused only)
+  c.reward.delta = 1e-6  # delta of eq. 6
+
+  c.loss = ml_collections.ConfigDict()  # rl.grpo_loss.GRPOLossConfig
+  c.loss.eps_low = 0.20
+  c.loss.eps_high = 0.28
+  c.loss.aggregation = "seq-mean-token-mean"  # eq. 8; or token-mean, seq-mean-token-sum
+  c.loss.kl_coef = 0.0  # > 0 keeps a frozen reference policy (k3 estimator)
+  c.loss.entropy_coef = 0.0
+
+  c.optim = ml_collections.ConfigDict()
+  c.optim.lr = 1e-5  # paper: Adam, 1e-5, constant
+  c.optim.b1 = 0.9
+  c.optim.b2 = 0.999
+  c.optim.eps = 1e-8
+  c.optim.weight_decay = 0.0
+  c.optim.clip_norm = 1.0  # global gradient norm; 0 = no clipping
+  c.optim.num_minibatches = 1  # optimizer steps per rollout batch, on disjoint row subsets
+  c.optim.aux_loss = True  # add the model's MoE load-balancing loss (router_aux_loss_coef)
+
+  c.eval = ml_collections.ConfigDict()
+  c.eval.every = 0  # steps between held-out evaluations (also before training and at the end)
+  c.eval.num_tasks = 0  # held-out tasks evaluated; 0 = all
+  c.eval.num_rollouts = 1  # per task
+  c.eval.temperature = 0.0  # 0 = greedy
+  c.eval.seed = 0
+
+  c.mesh = sft_config().mesh  # SFT's: data / fsdp / tensor / expert sizes, one may be -1
+
+  c.checkpoint = ml_collections.ConfigDict()
+  c.checkpoint.every = 20  # steps between checkpoints (and one at the end)
+  c.checkpoint.keep = 3  # most recent checkpoints kept
+
+  if variant == "tiny":
+    c.sft_config = "tiny"
+    c.num_steps = 4
+    c.data.tasks_per_step = 2
+    c.data.num_eval_tasks = 4
+    c.data.min_length = 128
+    c.rollout.num_rollouts = 4
+    c.rollout.max_turns = 3
+    c.rollout.max_new_tokens_per_turn = 48
+    c.rollout.max_total_tokens = 2048
+    c.optim.lr = 1e-4  # the tiny policy moves visibly in a few steps
+    c.eval.every = 2
+    c.eval.num_tasks = 4
+    c.checkpoint.every = 2
+  return c

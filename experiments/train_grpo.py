@@ -1,0 +1,35 @@
+"""GRPO with the environment in the loop (the paper's second stage).
+
+``python -m experiments.train_grpo --config=configs/grpo.py:tiny --workdir=DIR [--init=SFT_DIR]``
+trains from the policy of an SFT workdir (``--init``; without it the tiny config first trains the
+tiny SFT policy in ``DIR/sft``), resumes from the latest checkpoint in ``DIR/checkpoints``, writes
+metrics as TensorBoard event files and ``DIR/summary.json`` (steps, reward, mean_reward and
+pass_rate per step, the held-out eval curve, ...) and exports the policy to ``DIR/policy``.
+"""
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from experiments.common import write_summary
+from rl.grpo import train
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "GRPO config file.", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", "runs/grpo", "Checkpoints, metrics and summary.json.")
+_INIT = flags.DEFINE_string("init", None, "SFT workdir or policy directory to start from.")
+_TASKS = flags.DEFINE_string("tasks", None, "tasks.jsonl to train on (default: the SFT run's).")
+
+
+def main(argv):
+  del argv
+  config = _CONFIG.value
+  with config.unlocked():
+    if _INIT.value:
+      config.init = _INIT.value
+    if _TASKS.value:
+      config.data.tasks = _TASKS.value
+  write_summary(_WORKDIR.value, train(config, _WORKDIR.value))
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["config"])
+  app.run(main)

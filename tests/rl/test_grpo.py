@@ -1,0 +1,467 @@
+"""GRPO trainer: batch assembly, the step's loss against rl.grpo_loss, a policy-improvement sanity
+check, the task order, reward choice by name, whole runs with a scripted engine (resume equality),
+and a sharded step on 8 fake devices against one device."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+import models
+from configs.grpo import get_config
+from rl import grpo
+from rl.grpo_loss import GRPOLossConfig, grpo_loss
+from rl.policy import load_policy_parts, save_policy
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = {"num_layers": 2, "full_attention_interval": 2, "deltanet_chunk": 16, "moe_backend": "sort"}
+SMALL = {**TINY, "d_model": 32, "expert_dim": 16, "shared_expert_dim": 16}
+
+
+def rollout(group, index, tokens, mask, logprobs=None, passed=(), **fields):
+  tokens = np.asarray(tokens, np.int32)
+  mask = np.asarray(mask, bool)
+  logprobs = np.zeros(len(tokens), np.float32) if logprobs is None else np.asarray(logprobs)
+  defaults = {
+    "task_id": f"t{group}",
+    "messages": [],
+    "final_answer": None,
+    "finished": True,
+    "turns": 1,
+    "tool_calls": 2,
+    "tool_errors": 1,
+    "criteria": [f"c{j}" for j in range(len(passed))],
+    "generated_tokens": int(mask.sum()),
+    "env_seconds": 0.0,
+  }
+  return SimpleNamespace(
+    group=group,
+    index=index,
+    tokens=tokens,
+    loss_mask=mask,
+    logprobs=np.where(mask, logprobs, 0.0).astype(np.float32),
+    passed=np.asarray(passed, bool),
+    **{**defaults, **fields},
+  )
+
+
+def random_rollouts(seed, num_groups, n, vocab, criteria=(2, 3)):
+  """Conversations of 20-60 random ids: an 8-token prompt, then alternating agent / tool blocks."""
+  rng = np.random.default_rng(seed)
+  out = []
+  for g in range(num_groups):
+    m = criteria[g % len(criteria)]
+    for i in range(n):
+      length = int(rng.integers(20, 60))
+      mask = np.zeros(length, bool)
+      t = 8
+      while t < length:
+        k = int(rng.integers(2, 9))
+        mask[t : t + k] = True
+        t += k + int(rng.integers(1, 6))
+      passed = rng.random(m) < 0.5
+      tokens = rng.integers(3, vocab, length)
+      out.append(rollout(g, i, tokens, mask, -rng.random(length) * 3, passed))
+  return out
+
+
+# --- batch assembly ---------------------------------------------------------------------------
+
+
+def test_assemble_batch_pads_shifts_and_lays_out_groups():
+  rollouts = [
+    rollout(0, 0, [5, 6, 7, 8], [0, 0, 1, 1], [0, 0, -0.5, -0.25], passed=[1, 0]),
+    rollout(0, 1, [5, 6, 9], [0, 1, 1], [0, -1.0, -2.0], passed=[0, 0]),
+    rollout(1, 0, [4, 3, 2, 1, 7, 7], [0, 1, 0, 0, 1, 1], [0, -3.0, 0, 0, -4.0, -5.0], passed=[1]),
+    rollout(1, 1, [4, 3], [0, 1], [0, -6.0], passed=[1]),
+  ]
+  batch = grpo.assemble_batch(rollouts, 2, 2, min_length=8)
+  assert batch["tokens"].shape == (4, 8)  # longest row: 5 inputs, padded to min_length
+  np.testing.assert_array_equal(batch["tokens"][0], [5, 6, 7, 0, 0, 0, 0, 0])
+  np.testing.assert_array_equal(batch["targets"][0], [6, 7, 8, 0, 0, 0, 0, 0])
+  np.testing.assert_array_equal(batch["loss_mask"][0], [0, 1, 1, 0, 0, 0, 0, 0])
+  np.testing.assert_allclose(batch["old_logp"][0], [0, -0.5, -0.25, 0, 0, 0, 0, 0])
+  np.testing.assert_array_equal(batch["targets"][2], [3, 2, 1, 7, 7, 0, 0, 0])
+  np.testing.assert_array_equal(batch["loss_mask"][2], [1, 0, 0, 1, 1, 0, 0, 0])
+  np.testing.assert_allclose(batch["old_logp"][2], [-3, 0, 0, -4, -5, 0, 0, 0])
+  np.testing.assert_array_equal(batch["segment_ids"][3], [1, 0, 0, 0, 0, 0, 0, 0])
+  np.testing.assert_array_equal(batch["positions"][2], [0, 1, 2, 3, 4, 0, 0, 0])
+  # passed [G, N, M] with M = 2; group 1 has one criterion, its second column masked
+  np.testing.assert_array_equal(batch["passed"], [[[1, 0], [0, 0]], [[1, 0], [1, 0]]])
+  np.testing.assert_array_equal(batch["criteria_mask"], [[1, 1], [1, 0]])
+  metrics = grpo.rollout_metrics(rollouts, batch)
+  assert metrics["pass_rate"] == 0.5  # (0, 0) fails c1, (0, 1) fails both, group 1 passes
+  assert metrics["criterion_pass_rate"] == pytest.approx((0.25 + 1.0) / 2)
+  assert metrics["tool_error_rate"] == 0.5
+
+
+def test_bucket_lengths():
+  assert [grpo.bucket_length(n, 128) for n in (1, 128, 129, 191, 300, 1000, 1025)] == [
+    128, 128, 160, 192, 320, 1024, 1280,
+  ]  # fmt: skip
+
+
+def test_assemble_batch_rejects_bad_layouts():
+  a, b = rollout(0, 0, [1, 2], [0, 1]), rollout(0, 1, [1, 2], [0, 1])
+  with pytest.raises(ValueError, match="group-major"):
+    grpo.assemble_batch([b, a], 1, 2)
+  with pytest.raises(ValueError, match="2 rollouts for 2 groups"):
+    grpo.assemble_batch([a, b], 2, 2)
+  short = rollout(0, 1, [1, 2], [0, 1])
+  short.logprobs = short.logprobs[:1]
+  with pytest.raises(ValueError, match="differ in length"):
+    grpo.assemble_batch([a, short], 1, 2)
+
+
+def test_task_order_is_seeded_and_cycles():
+  first = [grpo.step_task_indices(5, s, 2, seed=0) for s in range(5)]  # two passes over 5 tasks
+  flat = [i for step in first for i in step]
+  assert sorted(flat[:5]) == list(range(5)) and sorted(flat[5:]) == list(range(5))
+  assert first == [grpo.step_task_indices(5, s, 2, seed=0) for s in range(5)]
+  assert first != [grpo.step_task_indices(5, s, 2, seed=1) for s in range(5)]
+
+
+@pytest.mark.parametrize("name", ["completion_focused", "uniform", "binary"])
+def test_reward_is_chosen_by_name(name):
+  config = get_config("tiny")
+  config.reward.name = name
+  passed = np.array([[[1, 0], [1, 1], [0, 0]]], bool)
+  mask = np.ones((1, 2), bool)
+  rewards = np.asarray(grpo.reward_function(config)(passed, mask))[0]
+  expected = {
+    # eq. 5: p = (2/3, 1/3), w = (0.01 + 1/3, 0.01 + 2/3)
+    "completion_focused": [(1 / 3 + 0.01) / (1 + 0.02), 1.0, 0.0],
+    "uniform": [0.5, 1.0, 0.0],
+    "binary": [0.0, 1.0, 0.0],
+  }[name]
+  np.testing.assert_allclose(rewards, expected, rtol=1e-5)
+  config.reward.name = "nope"
+  with pytest.raises(ValueError, match="unknown reward"):
+    grpo.reward_function(config)
+
+
+def test_tasks_come_from_the_sft_run_split_as_it_split_trajectories(tmp_path, tasks):
+  from compoworld.tasks import save_tasks
+  from configs.sft import get_config as sft_config
+
+  data = tmp_path / "data"
+  save_tasks(tasks, data / "tasks.jsonl")
+  with open(data / "sft.jsonl", "w") as f:
+    for t in tasks:
+      f.write(json.dumps({"task_id": t.id, "messages": [], "success": True}) + "\n")
+  config = sft_config("tiny")
+  config.data.trajectories = str(data / "sft.jsonl")
+  config.data.eval_fraction = 0.34  # one of three
+  (tmp_path / "config.json").write_text(config.to_json())
+  train, held = grpo.load_task_sets(get_config("tiny"), tmp_path)
+  assert len(train) == 2 and len(held) == 1
+  assert {t.id for t in train} | {t.id for t in held} == {t.id for t in tasks}
+  with pytest.raises(ValueError, match="no task set"):
+    grpo.load_task_sets(get_config("tiny"), tmp_path / "elsewhere")
+  explicit = get_config("tiny")
+  explicit.data.tasks = str(data / "tasks.jsonl")
+  explicit.data.num_eval_tasks = 2
+  train, held = grpo.load_task_sets(explicit, None)
+  assert len(train) == 1 and len(held) == 2
+
+
+# --- the update step --------------------------------------------------------------------------
+
+
+def tiny_model(vocab=256, mesh=None, **overrides):
+  return models.create_model(
+    models.get_config("tiny", vocab_size=vocab, **{**SMALL, **overrides}), seed=0, mesh=mesh
+  )
+
+
+def one_step(model, batch, advantages, *, lr, loss_config, temperature=1.0, minibatches=1):
+  config = get_config("tiny")
+  config.optim.lr = lr
+  mesh = models.make_mesh(devices=jax.devices()[:1])
+  tx = grpo.make_optimizer(config)
+  with models.use_mesh(mesh):
+    graphdef, state = grpo.init_state(model, tx, mesh, keep_reference=loss_config.kl_coef > 0)
+    step = jax.jit(
+      grpo.make_grpo_step(
+        graphdef,
+        tx,
+        loss_config,
+        temperature=temperature,
+        num_minibatches=minibatches,
+      ),
+      donate_argnums=0,
+    )
+    state, metrics = step(state, grpo.shard_batch(batch, advantages, mesh))
+  return nnx.merge(graphdef, state["params"], state["rest"]), jax.device_get(metrics)
+
+
+def sequence_logp(model, rollouts, temperature):
+  """Per rollout, log pi(tokens[t] | tokens[:t]) for t >= 1 and the entropy of that distribution,
+  of the tempered policy over the whole vocabulary. No segment ids or positions: the rows are
+  only right-padded, which a causal model never sees."""
+  tokens = np.zeros((len(rollouts), 64), np.int32)
+  for row, r in enumerate(rollouts):
+    tokens[row, : len(r.tokens) - 1] = r.tokens[:-1]
+  logits = np.asarray(nnx.jit(lambda m, x: m(x))(model, jnp.asarray(tokens)))
+  logps, entropies = [], []
+  for row, r in enumerate(rollouts):
+    z = logits[row, : len(r.tokens) - 1] / temperature
+    logp = (
+      z
+      - np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1, keepdims=True))
+      - z.max(-1, keepdims=True)
+    )
+    logps.append(np.take_along_axis(logp, r.tokens[1:, None], -1)[:, 0])
+    entropies.append(-(np.exp(logp) * logp).sum(-1))
+  return logps, entropies
+
+
+def pad_rows(rows, shape):
+  out = np.zeros(shape, np.float32)
+  for i, row in enumerate(rows):
+    out[i, : len(row)] = row
+  return out
+
+
+@pytest.mark.slow  # one step compilation: ~20 s alone, ~90 s on 2 cores shared with 4 jobs
+def test_step_loss_equals_grpo_loss_on_the_same_arrays():
+  temperature = 0.7
+  rollouts = random_rollouts(0, 2, 2, 256)
+  batch = grpo.assemble_batch(rollouts, 2, 2, min_length=16)
+  advantages = np.array([1.2, -0.8, 0.5, -1.5], np.float32)
+  config = GRPOLossConfig(eps_low=0.1, eps_high=0.1, kl_coef=0.05, entropy_coef=0.01)
+  with models.use_mesh(None):
+    model = tiny_model()
+    logp, entropy = sequence_logp(model, rollouts, temperature)
+  # The reference: grpo_loss on hand-padded per-sequence values. The sampler's log-probs are
+  # perturbed so that ratios leave the clip range on both sides.
+  logp_bt = pad_rows(logp, batch["tokens"].shape)
+  entropy_bt = pad_rows(entropy, batch["tokens"].shape)
+  mask = batch["loss_mask"].astype(bool)
+  rng = np.random.default_rng(1)
+  old = np.where(mask, logp_bt + rng.normal(0, 0.3, logp_bt.shape), 0.0).astype(np.float32)
+  batch["old_logp"] = old
+  expected, ref_metrics = grpo_loss(
+    *map(jnp.asarray, (logp_bt, old, advantages, mask)), config, jnp.asarray(logp_bt),
+    jnp.asarray(entropy_bt),
+  )  # fmt: skip
+  assert ref_metrics["clip_frac_low"] > 0 and ref_metrics["clip_frac_high"] > 0
+  _, metrics = one_step(
+    model, batch, advantages, lr=0.0, loss_config=config, temperature=temperature
+  )
+  np.testing.assert_allclose(metrics["first_loss"], expected, rtol=1e-4, atol=1e-6)
+  for key in ("clip_frac_low", "clip_frac_high", "ratio_min", "ratio_max", "pg_loss", "entropy"):
+    np.testing.assert_allclose(metrics[key], ref_metrics[key], rtol=1e-4, atol=1e-6, err_msg=key)
+  np.testing.assert_allclose(metrics["kl"], 0.0, atol=1e-6)  # the reference is the policy itself
+
+
+@pytest.mark.slow  # as above
+def test_positive_advantage_raises_that_trajectory_logprob():
+  rollouts = random_rollouts(3, 1, 4, 256, criteria=(2,))
+  with models.use_mesh(None):
+    model = tiny_model()
+    before, _ = sequence_logp(model, rollouts, 1.0)
+  batch = grpo.assemble_batch(rollouts, 1, 4, min_length=16)
+  for row, lp in enumerate(before):  # sampled by this very policy: ratio 1
+    batch["old_logp"][row, : len(lp)] = np.where(batch["loss_mask"][row, : len(lp)], lp, 0.0)
+  advantages = np.array([1.5, -0.5, -0.5, -0.5], np.float32)
+  trained, metrics = one_step(model, batch, advantages, lr=1e-3, loss_config=GRPOLossConfig())
+  np.testing.assert_allclose([metrics["ratio_min"], metrics["ratio_max"]], 1.0, atol=1e-4)
+  with models.use_mesh(None):
+    after, _ = sequence_logp(trained, rollouts, 1.0)
+  change = [
+    (a[r.loss_mask[1:]].mean() - b[r.loss_mask[1:]].mean())
+    for a, b, r in zip(after, before, rollouts, strict=True)
+  ]
+  assert change[0] > 0, change
+  assert all(c < 0 for c in change[1:]), change
+
+
+# --- whole runs with a scripted engine --------------------------------------------------------
+
+
+class ScriptedEngine:
+  """Random conversations (a function of the seed) whose log-probs are the sampling policy's own,
+  as a real engine's: the trainer's first ratio is 1 exactly when its shifts agree."""
+
+  def __init__(self, model, renderer, config, sampler=None):
+    self.config = config
+    self.vocab = renderer.tokenizer.vocab_size
+    graphdef = nnx.graphdef(model)
+    self.calls = []
+
+    @jax.jit
+    def logp(state, batch):
+      return grpo.policy_logp(nnx.merge(graphdef, state), batch, config.temperature)[0]
+
+    self._logp = logp
+
+  def run(self, tasks, *, seed, state=None):
+    assert state is not None, "the trainer passes the parameters to sample with"
+    self.calls.append((tuple(t.id for t in tasks), seed))
+    n = self.config.num_rollouts
+    rollouts = random_rollouts(seed % 2**31, len(tasks), n, self.vocab)
+    for r, task in zip(rollouts, [t for t in tasks for _ in range(n)], strict=True):
+      r.task_id = task.id
+      r.passed = np.random.default_rng(seed % 997 + r.index).random(len(task.rubric)) < 0.5
+    batch = grpo.assemble_batch(rollouts, len(tasks), n, min_length=64)
+    logp = np.asarray(self._logp(state, {k: jnp.asarray(batch[k]) for k in grpo.ROW_KEYS}))
+    for row, r in enumerate(rollouts):
+      r.logprobs = np.where(r.loss_mask, np.concatenate([[0.0], logp[row, : len(r.tokens) - 1]]), 0)
+      r.logprobs = r.logprobs.astype(np.float32)
+    return rollouts
+
+
+@pytest.fixture(scope="module")
+def init_policy(tmp_path_factory, tokenizer):
+  directory = tmp_path_factory.mktemp("init")
+  with models.use_mesh(None):
+    save_policy(directory, tiny_model(vocab=tokenizer.vocab_size), tokenizer, 0)
+  return directory
+
+
+def run_config(init, **changes):
+  config = get_config("tiny")
+  config.init = str(init)
+  config.sft_config = ""
+  config.num_steps = 4
+  config.data.tasks_per_step = 2
+  config.data.min_length = 64
+  config.rollout.num_rollouts = 4
+  config.optim.lr = 1e-3
+  config.optim.num_minibatches = 2
+  config.eval.every = 2
+  config.checkpoint.every = 2
+  config.checkpoint.keep = 2
+  for key, value in changes.items():
+    target = config
+    *path, last = key.split(".")
+    for name in path:
+      target = target[name]
+    target[last] = value
+  return config
+
+
+@pytest.mark.slow  # three short runs, ~60 s on 2 busy cores
+def test_kill_and_resume_gives_the_same_next_metrics(tmp_path, init_policy, tasks):
+  kw = {"engine_factory": ScriptedEngine, "tasks": tasks, "eval_tasks": tasks[:1]}
+  whole = grpo.train(run_config(init_policy, **{"reward.name": "uniform"}), tmp_path / "w", **kw)
+  assert whole["steps"] == 4 and whole["reward"] == "uniform"
+  assert len(whole["mean_reward"]) == len(whole["pass_rate"]) == 4
+  assert whole["eval_steps"] == [0, 2, 4] and len(whole["eval_rubric_score"]) == 3
+  assert whole["loss"][0] != whole["loss"][1]
+
+  config = run_config(init_policy, stop_after=3, **{"reward.name": "uniform"})
+  killed = grpo.train(config, tmp_path / "r", **kw)
+  assert killed["steps"] == 3  # step 3 ran but was never saved: the run resumes from step 2
+  resumed = grpo.train(run_config(init_policy, **{"reward.name": "uniform"}), tmp_path / "r", **kw)
+  assert resumed["start_step"] == 2 and resumed["steps"] == 4
+  for key in ("loss", "mean_reward", "pass_rate"):
+    np.testing.assert_allclose(resumed[key], whole[key], rtol=1e-5, err_msg=key)
+  for key in ("entropy", "ratio_min", "ratio_max", "grad_norm", "clip_frac_high"):
+    np.testing.assert_allclose(resumed["final"][key], whole["final"][key], rtol=1e-4, err_msg=key)
+  assert resumed["eval_pass_rate"] == whole["eval_pass_rate"]
+  assert sorted(int(p.name) for p in (tmp_path / "r" / "checkpoints").iterdir()) == [2, 4]
+  # the first minibatch samples and trains with the same parameters: its ratio is 1
+  first = json.loads((tmp_path / "w" / "metrics.jsonl").read_text().splitlines()[1])
+  assert first["step"] == 1 and 0 < first["ratio_max"] < 1.5
+  assert {"clip_frac_low", "entropy", "tool_error_rate", "tokens_per_s", "criterion_pass_rate"} <= (
+    set(first)
+  )
+  _, _, path = load_policy_parts(tmp_path / "r")
+  assert path == tmp_path / "r" / "policy" / "checkpoints" / "4"
+
+
+@pytest.mark.slow  # one short run: ~60 s on 2 busy cores
+def test_first_minibatch_ratio_is_one(tmp_path, init_policy, tasks):
+  """With one minibatch the update sees exactly the sampling policy: every ratio is 1."""
+  config = run_config(init_policy, num_steps=1, **{"optim.num_minibatches": 1, "eval.every": 0})
+  summary = grpo.train(config, tmp_path, engine_factory=ScriptedEngine, tasks=tasks)
+  final = summary["final"]
+  np.testing.assert_allclose([final["ratio_min"], final["ratio_max"]], 1.0, atol=1e-4)
+  assert final["clip_frac_low"] == final["clip_frac_high"] == 0
+  assert summary["reward"] == "completion_focused" and summary["eval_pass_rate"] == []
+
+
+def test_bad_batch_split_is_rejected(tmp_path, init_policy, tasks):
+  config = run_config(init_policy, **{"optim.num_minibatches": 3})
+  with pytest.raises(ValueError, match="minibatches"):
+    grpo.train(config, tmp_path, engine_factory=ScriptedEngine, tasks=tasks)
+
+
+# --- sharded = single device ------------------------------------------------------------------
+
+_SHARDED_SCRIPT = textwrap.dedent(
+  """
+  import json, sys
+  import jax
+  import numpy as np
+  sys.path.insert(0, {root!r})
+  import models
+  from rl import grpo
+  from rl.grpo_loss import GRPOLossConfig
+  from configs.grpo import get_config
+  from tests.rl.test_grpo import TINY, random_rollouts
+  assert len(jax.devices()) == 8, jax.devices()
+  config = get_config("tiny")
+  config.optim.lr = 1e-2
+  tx = grpo.make_optimizer(config)
+  model_config = models.get_config("tiny", vocab_size=256, **TINY)
+  batches = []
+  for seed in range(2):
+    batch = grpo.assemble_batch(random_rollouts(seed, 2, 4, 256), 2, 4, min_length=64)
+    adv = np.random.default_rng(seed).normal(size=8).astype(np.float32)
+    batches.append((batch, adv))
+
+  def run(mesh):
+    with models.use_mesh(mesh):
+      model = models.create_model(model_config, seed=0, mesh=mesh)
+      graphdef, state = grpo.init_state(model, tx, mesh, keep_reference=True)
+      step = jax.jit(grpo.make_grpo_step(
+        graphdef, tx, GRPOLossConfig(kl_coef=0.1), temperature=0.8,
+        num_minibatches=2, aux_loss_coef=1e-3), donate_argnums=0)
+      out = []
+      for batch, adv in batches:
+        state, m = step(state, grpo.shard_batch(batch, adv, mesh))
+        out.append({{k: float(v) for k, v in jax.device_get(m).items()}})
+      return out
+
+  single = run(models.make_mesh(devices=jax.devices()[:1]))
+  sharded = run(models.make_mesh(data=2, fsdp=2, tensor=2))
+  print(json.dumps({{"single": single, "sharded": sharded}}))
+  """
+)
+
+
+@pytest.mark.slow  # two compilations in a subprocess: ~300 s on 2 busy cores
+def test_sharded_step_matches_single_device():
+  env = {
+    **os.environ,
+    "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+    "JAX_PLATFORMS": "cpu",
+  }
+  out = subprocess.run(
+    [sys.executable, "-c", _SHARDED_SCRIPT.format(root=str(ROOT))],
+    env=env,
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
+  assert out.returncode == 0, out.stderr[-3000:]
+  result = json.loads(out.stdout.strip().splitlines()[-1])
+  for single, sharded in zip(result["single"], result["sharded"], strict=True):
+    for key in ("loss", "first_loss", "kl", "entropy", "ratio_max", "clip_frac_high"):
+      # (kl is a small difference of log-probs: an absolute tolerance)
+      np.testing.assert_allclose(sharded[key], single[key], rtol=2e-5, atol=2e-6, err_msg=key)
+    np.testing.assert_allclose(sharded["grad_norm"], single["grad_norm"], rtol=1e-4)
+  assert result["single"][1]["ratio_max"] != 1.0  # the second step trains a moved policy
