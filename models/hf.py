@@ -314,7 +314,9 @@ def from_pretrained(
       value = np.asarray(params[path], dtype=config.weight_dtype)
       if value.shape != variable.shape:
         raise ValueError(f"{path}: checkpoint shape {value.shape}, model shape {variable.shape}")
-      target = variable.get_value().sharding if mesh is not None else None
+      target = None
+      if mesh is not None:  # the abstract model's sharding names an abstract mesh: make it real
+        target = jax.sharding.NamedSharding(mesh, variable.get_value().sharding.spec)
       variable.set_value(jax.device_put(value, target))
   return nnx.merge(graphdef, nnx.from_flat_state(flat)), config
 

@@ -49,6 +49,9 @@ class Output(NamedTuple):
   cache: Cache | None
   aux_loss: jax.Array  # [] mean over layers of the load-balancing loss
   expert_load: jax.Array  # [num_layers, E]
+  # [B, T, D] final-normed hidden states, the LM head's input: a loss that fuses the head with the
+  # cross-entropy reads these, and under jit the unused `logits` are never computed.
+  hidden: jax.Array | None = None
 
 
 class DecoderLayer(nnx.Module):
@@ -130,6 +133,11 @@ class Transformer(nnx.Module):
   def __call__(self, tokens_bt: jax.Array, **kwargs) -> jax.Array:
     return self.forward(tokens_bt, **kwargs).logits
 
+  def head_weight(self) -> jax.Array:
+    """The LM head [D, V] in the compute dtype: logits = hidden @ head_weight()."""
+    head_dv = self.embed_vd[...].T if self.config.tie_embeddings else self.head_dv[...]
+    return head_dv.astype(self.config.compute_dtype)
+
   def forward(
     self,
     tokens_bt: jax.Array,
@@ -185,10 +193,8 @@ class Transformer(nnx.Module):
       new_cache = Cache(linear=linear, attention=attention, lengths_b=cache.lengths_b + added_b)
 
     h_btd = self.final_norm(x_btd).astype(cfg.compute_dtype)
-    head_dv = self.embed_vd[...].T if cfg.tie_embeddings else self.head_dv[...]
-    logits_btv = jnp.einsum(
-      "btd,dv->btv", h_btd, head_dv.astype(cfg.compute_dtype), preferred_element_type=jnp.float32
-    )
+    head_dv = self.head_weight()
+    logits_btv = jnp.einsum("btd,dv->btv", h_btd, head_dv, preferred_element_type=jnp.float32)
     logits_btv = sharding.constrain(logits_btv, ("act_batch", "act_seq", "act_vocab"))
     # stats: MoEStats with leading [blocks, layers_per_block] axes, in transformers' layer order.
     return Output(
@@ -196,6 +202,7 @@ class Transformer(nnx.Module):
       cache=new_cache,
       aux_loss=jnp.mean(stats.aux_loss),
       expert_load=stats.expert_load.reshape(cfg.num_layers, cfg.num_experts),
+      hidden=h_btd,
     )
 
 

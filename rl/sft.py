@@ -11,6 +11,7 @@ would have seen next. Metrics go to TensorBoard event files, ``metrics.jsonl`` a
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -41,6 +42,9 @@ CHECKPOINT_DIR = "checkpoints"
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
 DATA_DIR = "data"
+#: Tokens per chunk of the fused LM-head loss (`head_losses`): 8K-vocabulary logits of 256
+#: tokens (8 MiB) stay in cache, and per-chunk overhead is still small.
+LOSS_CHUNK_TOKENS = 256
 
 
 # --------------------------------------------------------------------------------------------------
@@ -50,11 +54,112 @@ DATA_DIR = "data"
 def token_losses(
   logits_btv: jax.Array, targets_bt: jax.Array, loss_mask_bt: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
-  """Summed masked next-token NLL and the number of correct argmax predictions, both scalars."""
+  """Summed masked next-token NLL and the number of correct predictions, both scalars.
+
+  A prediction is correct when the target's logit is the row's maximum (an argmax, ties counted
+  as correct): a comparison with the max the softmax needs anyway, where XLA's CPU argmax over
+  the vocabulary costs as much as the whole cross-entropy.
+  """
+  logits_btv = logits_btv.astype(jnp.float32)
   nll_bt = optax.softmax_cross_entropy_with_integer_labels(logits_btv, targets_bt)
   mask_bt = loss_mask_bt.astype(jnp.float32)
-  correct_bt = (jnp.argmax(logits_btv, axis=-1) == targets_bt).astype(jnp.float32)
+  target_bt = jnp.take_along_axis(logits_btv, targets_bt[..., None], axis=-1)[..., 0]
+  correct_bt = (target_bt >= jnp.max(logits_btv, axis=-1)).astype(jnp.float32)
   return jnp.sum(nll_bt * mask_bt), jnp.sum(correct_bt * mask_bt)
+
+
+def _head_chunk(h_bcd, head_dv, targets_bc):
+  """One chunk's float32 logits, the target one-hot, log-sum-exp, target logit and max."""
+  logits = jnp.einsum("bcd,dv->bcv", h_bcd, head_dv, preferred_element_type=jnp.float32)
+  # A one-hot compare, not a gather: it keeps a vocabulary split over devices local.
+  onehot = jnp.arange(logits.shape[-1], dtype=jnp.int32) == targets_bc[..., None]
+  max_bc = jnp.max(logits, axis=-1)
+  lse_bc = max_bc + jnp.log(jnp.sum(jnp.exp(logits - max_bc[..., None]), axis=-1))
+  target_bc = jnp.sum(jnp.where(onehot, logits, 0.0), axis=-1)
+  return logits, onehot, lse_bc, target_bc, max_bc
+
+
+def _time_chunks(x_bt, chunk):  # [B, T, ...] -> [T / chunk, B, chunk, ...]
+  b, t = x_bt.shape[:2]
+  return jnp.moveaxis(x_bt.reshape(b, t // chunk, chunk, *x_bt.shape[2:]), 1, 0)
+
+
+def _head_scan(h_btd, head_dv, targets_bt, weight_bt, chunk, with_grads):
+  def body(carry, xs):
+    nll, correct, d_head = carry
+    h_bcd, targets_bc, weight_bc = xs
+    logits, onehot, lse_bc, target_bc, max_bc = _head_chunk(h_bcd, head_dv, targets_bc)
+    nll = nll + jnp.sum((lse_bc - target_bc) * weight_bc)
+    correct = correct + jnp.sum(jnp.where(target_bc >= max_bc, weight_bc, 0.0))
+    if not with_grads:
+      return (nll, correct, d_head), None
+    # d(sum_w NLL) / d logits = w (softmax - onehot): both gradients now, while the chunk's
+    # logits are at hand, so the backward pass only scales them.
+    d_logits = (jnp.exp(logits - lse_bc[..., None]) - onehot) * weight_bc[..., None]
+    d_logits = d_logits.astype(h_bcd.dtype)
+    d_h = jnp.einsum("bcv,dv->bcd", d_logits, head_dv, preferred_element_type=jnp.float32)
+    d_head = d_head + jnp.einsum("bcd,bcv->dv", h_bcd, d_logits, preferred_element_type=jnp.float32)
+    return (nll, correct, d_head), d_h.astype(h_bcd.dtype)
+
+  zero = jnp.zeros((), jnp.float32)
+  d_head = jnp.zeros(head_dv.shape, jnp.float32) if with_grads else zero
+  xs = tuple(_time_chunks(x, chunk) for x in (h_btd, targets_bt, weight_bt))
+  (nll, correct, d_head), d_h = jax.lax.scan(body, (zero, zero, d_head), xs)
+  if not with_grads:
+    return nll, correct
+  d_h_btd = jnp.moveaxis(d_h, 0, 1).reshape(h_btd.shape)
+  return (nll, correct), (d_h_btd, d_head.astype(head_dv.dtype))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
+def _fused_head_losses(h_btd, head_dv, targets_bt, weight_bt, chunk):
+  return _head_scan(h_btd, head_dv, targets_bt, weight_bt, chunk, with_grads=False)
+
+
+def _fused_head_fwd(h_btd, head_dv, targets_bt, weight_bt, chunk):
+  return _head_scan(h_btd, head_dv, targets_bt, weight_bt, chunk, with_grads=True)
+
+
+def _fused_head_bwd(chunk, grads, cotangents):
+  del chunk
+  d_h_btd, d_head = grads
+  scale = cotangents[0]  # the summed NLL's; the correct count has no gradient
+  return (scale * d_h_btd).astype(d_h_btd.dtype), (scale * d_head).astype(d_head.dtype), None, None
+
+
+_fused_head_losses.defvjp(_fused_head_fwd, _fused_head_bwd)
+
+
+def loss_chunk_length(seq_len: int, rows: int, tokens: int = LOSS_CHUNK_TOKENS) -> int:
+  """Time steps per chunk of the fused head loss: about `tokens` tokens of `rows` rows at a
+  time, a divisor of `seq_len`."""
+  chunk = max(1, min(seq_len, tokens // max(rows, 1)))
+  while seq_len % chunk:
+    chunk -= 1
+  return chunk
+
+
+def head_losses(
+  hidden_btd: jax.Array,
+  head_dv: jax.Array,
+  targets_bt: jax.Array,
+  loss_mask_bt: jax.Array,
+  chunk: int | None = None,
+) -> tuple[jax.Array, jax.Array]:
+  """``token_losses(hidden @ head, targets, mask)`` without ever holding the [B, T, V] logits.
+
+  The LM head and the cross-entropy run fused, `chunk` time steps of every row at a time
+  (default: `loss_chunk_length`); under differentiation the same pass also forms both
+  gradients (d hidden and d head), which the backward pass only scales, so the head costs
+  three matmuls and one softmax over the vocabulary, as unfused, in cache-sized pieces.
+  Differentiable in `hidden_btd` and `head_dv` (reverse mode, the summed NLL only).
+  """
+  b, t = targets_bt.shape
+  chunk = chunk or loss_chunk_length(t, b)
+  if t % chunk:
+    raise ValueError(f"loss chunk {chunk} does not divide the {t} time steps")
+  weight_bt = loss_mask_bt.astype(jnp.float32)
+  return _fused_head_losses(hidden_btd, head_dv, targets_bt.astype(jnp.int32), weight_bt, chunk)
 
 
 def _forward(graphdef, params, rest, batch: Mapping[str, jax.Array]):
@@ -62,6 +167,21 @@ def _forward(graphdef, params, rest, batch: Mapping[str, jax.Array]):
   return model.forward(
     batch["tokens"], positions_bt=batch["positions"], segment_ids_bt=batch["segment_ids"]
   )
+
+
+def _losses(graphdef, params, rest, batch, loss_chunk: int):
+  """(summed NLL, correct count, MoE aux loss) of a batch; `loss_chunk` < 0: from full logits."""
+  model = nnx.merge(graphdef, params, rest)
+  out = model.forward(
+    batch["tokens"], positions_bt=batch["positions"], segment_ids_bt=batch["segment_ids"]
+  )
+  if loss_chunk < 0:
+    nll_sum, correct = token_losses(out.logits, batch["targets"], batch["loss_mask"])
+  else:
+    nll_sum, correct = head_losses(
+      out.hidden, model.head_weight(), batch["targets"], batch["loss_mask"], loss_chunk or None
+    )
+  return nll_sum, correct, out.aux_loss
 
 
 def make_optimizer(config: ml_collections.ConfigDict, total_steps: int):
@@ -84,20 +204,22 @@ def make_optimizer(config: ml_collections.ConfigDict, total_steps: int):
   return tx, schedule
 
 
-def make_train_step(graphdef, tx, schedule, *, grad_accum: int, aux_loss_coef: float):
+def make_train_step(
+  graphdef, tx, schedule, *, grad_accum: int, aux_loss_coef: float, loss_chunk: int = 0
+):
   """``step(state, batch) -> (state, metrics)``; state = {step, params, rest, opt_state}.
 
   The batch [B, T] is cut into ``grad_accum`` micro-batches of B / grad_accum rows (rows
   i, i + n, i + 2n, ... so each keeps its spread over the batch shards). Every micro-batch's summed
   NLL is divided by the loss tokens of the whole batch, so the accumulated gradient is that of the
   single big batch. The MoE load-balancing loss is a per-micro-batch mean, averaged.
+  `loss_chunk`: time steps per chunk of the fused head loss (0: automatic, -1: full logits).
   """
 
   def micro_loss(params, rest, micro, n_loss):
-    out = _forward(graphdef, params, rest, micro)
-    nll_sum, correct = token_losses(out.logits, micro["targets"], micro["loss_mask"])
-    loss = nll_sum / n_loss + aux_loss_coef * out.aux_loss / grad_accum
-    return loss, (nll_sum, correct, out.aux_loss)
+    nll_sum, correct, aux = _losses(graphdef, params, rest, micro, loss_chunk)
+    loss = nll_sum / n_loss + aux_loss_coef * aux / grad_accum
+    return loss, (nll_sum, correct, aux)
 
   grad_fn = jax.grad(micro_loss, has_aux=True)
 
@@ -138,12 +260,11 @@ def make_train_step(graphdef, tx, schedule, *, grad_accum: int, aux_loss_coef: f
   return step
 
 
-def make_eval_step(graphdef):
+def make_eval_step(graphdef, loss_chunk: int = 0):
   """``eval(state, batch) -> (summed NLL, correct, loss tokens)``."""
 
   def evaluate(state, batch):
-    out = _forward(graphdef, state["params"], state["rest"], batch)
-    nll_sum, correct = token_losses(out.logits, batch["targets"], batch["loss_mask"])
+    nll_sum, correct, _ = _losses(graphdef, state["params"], state["rest"], batch, loss_chunk)
     return nll_sum, correct, jnp.sum(batch["loss_mask"]).astype(jnp.float32)
 
   return evaluate
@@ -246,12 +367,29 @@ def load_sft_set(
 def get_tokenizer(
   config: ml_collections.ConfigDict, workdir: Path, trajectories: Sequence[Mapping[str, Any]]
 ) -> Tokenizer:
-  """The configured tokenizer, the one saved in `workdir` by an earlier run, or a new
-  SentencePiece model trained on the trajectories' text and the library's tool schemas."""
+  """The configured tokenizer, the one saved in `workdir` by an earlier run, the imported
+  checkpoint's own (``model.init_from``), or a new SentencePiece model trained on the
+  trajectories' text and the library's tool schemas.
+
+  An imported checkpoint's tokenizer is used when it has one this project reads
+  (``tokenizer.model``); a Hugging Face ``tokenizer.json`` (a real Qwen checkpoint's) needs an
+  adapter behind `rl.tokenizer.Tokenizer` that does not exist yet, so that case is an error
+  rather than a silently mismatched vocabulary. A checkpoint with no tokenizer at all (a test
+  model) trains on a new one, which must fit in its vocabulary.
+  """
   if config.tokenizer.path:
     return load_tokenizer(config.tokenizer.path)
   if (workdir / SENTENCEPIECE_FILE).is_file():
     return load_tokenizer(workdir)
+  if config.model.init_from:
+    source = Path(config.model.init_from)
+    if (source / SENTENCEPIECE_FILE).is_file():
+      return load_tokenizer(source)
+    if (source / "tokenizer.json").is_file():
+      raise NotImplementedError(
+        f"{source} holds a Hugging Face tokenizer.json, which rl.tokenizer cannot load yet; "
+        "set tokenizer.path to a SentencePiece tokenizer that matches the checkpoint's ids"
+      )
   from rl.corpus import conversation_texts, library_texts
 
   texts: dict[str, None] = {}
@@ -342,6 +480,35 @@ class MetricWriter:
 # The run
 
 
+#: Model fields an imported checkpoint takes from ``model.overrides``: how it runs, not its shape.
+RUNTIME_FIELDS = (
+  "moe_backend",
+  "moe_tile",
+  "deltanet_chunk",
+  "remat",
+  "dtype",
+  "param_dtype",
+  "router_aux_loss_coef",
+)
+
+
+def build_model(
+  config: ml_collections.ConfigDict, vocab_size: int, mesh=None
+) -> tuple[models.Transformer, models.ModelConfig]:
+  """The model to train: imported with `from_pretrained` from ``model.init_from`` (its shape is
+  the checkpoint's; only the `RUNTIME_FIELDS` of ``model.overrides`` apply), else a random one
+  of ``model.name`` with the overrides and a vocabulary of at least `vocab_size` ids."""
+  if config.model.init_from:
+    overrides = {k: v for k, v in dict(config.model.overrides).items() if k in RUNTIME_FIELDS}
+    model, model_config = models.from_pretrained(config.model.init_from, mesh=mesh, **overrides)
+  else:
+    model_config = _model_config(config, vocab_size)
+    model = models.create_model(model_config, seed=config.seed, mesh=mesh)
+  if model_config.vocab_size < vocab_size:
+    raise ValueError(f"model vocab {model_config.vocab_size} < the tokenizer's {vocab_size}")
+  return model, model_config
+
+
 def _model_config(config: ml_collections.ConfigDict, vocab_size: int) -> models.ModelConfig:
   overrides = dict(config.model.overrides)
   # Round the vocabulary up so the "vocab" axis splits over any tensor width.
@@ -409,13 +576,7 @@ def train(
   tx, schedule = make_optimizer(config, total_steps)
 
   with models.use_mesh(mesh):
-    if config.model.init_from:
-      model, model_config = models.from_pretrained(config.model.init_from, mesh=mesh)
-    else:
-      model_config = _model_config(config, tokenizer.vocab_size)
-      model = models.create_model(model_config, seed=config.seed, mesh=mesh)
-    if model_config.vocab_size < tokenizer.vocab_size:
-      raise ValueError(f"model vocab {model_config.vocab_size} < tokenizer's")
+    model, model_config = build_model(config, tokenizer.vocab_size, mesh)
     graphdef, state = init_state(model, tx, mesh)
     del model
     state_shardings = jax.tree.map(lambda x: x.sharding, state)

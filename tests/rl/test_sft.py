@@ -85,6 +85,44 @@ def test_token_losses_matches_numpy_reference():
   assert correct == ((logits.argmax(-1) == targets) * mask).sum()
 
 
+@pytest.mark.parametrize("chunk", [None, 1, 3, 12])
+def test_fused_head_losses_equal_the_full_logits_loss(chunk):
+  rng = np.random.default_rng(1)
+  b, t, d, v = 2, 12, 8, 40
+  hidden = jnp.asarray(rng.normal(size=(b, t, d)), jnp.float32)
+  head = jnp.asarray(rng.normal(size=(d, v)), jnp.float32)
+  targets = jnp.asarray(rng.integers(0, v, size=(b, t)))
+  mask = jnp.asarray(rng.integers(0, 2, size=(b, t)))
+  # Row 0, step 0: the target is the argmax, so "correct" counts at least one token.
+  targets = targets.at[0, 0].set(jnp.argmax(hidden[0, 0] @ head))
+  mask = mask.at[0, 0].set(1)
+
+  def full(h, w):
+    return sft.token_losses(jnp.einsum("btd,dv->btv", h, w), targets, mask)
+
+  def fused(h, w):
+    return sft.head_losses(h, w, targets, mask, chunk)
+
+  (nll, correct), (nll_ref, correct_ref) = fused(hidden, head), full(hidden, head)
+  np.testing.assert_allclose(nll, nll_ref, rtol=1e-5)
+  assert correct == correct_ref >= 1
+  # Gradients of a scaled loss (the trainer divides by the loss-token count): the backward
+  # pass must scale the gradients formed in the forward pass.
+  grads = jax.grad(lambda h, w: 0.37 * fused(h, w)[0], argnums=(0, 1))(hidden, head)
+  grads_ref = jax.grad(lambda h, w: 0.37 * full(h, w)[0], argnums=(0, 1))(hidden, head)
+  for g, g_ref in zip(grads, grads_ref, strict=True):
+    np.testing.assert_allclose(g, g_ref, rtol=1e-4, atol=1e-6)
+  assert float(jnp.abs(grads[0][mask == 0]).max()) == 0.0  # masked tokens get no gradient
+
+
+def test_fused_head_loss_chunk_must_divide_the_sequence():
+  with pytest.raises(ValueError, match="divide"):
+    sft.head_losses(jnp.zeros((1, 6, 4)), jnp.zeros((4, 5)), jnp.zeros((1, 6), jnp.int32),
+                    jnp.ones((1, 6)), chunk=4)  # fmt: skip
+  assert sft.loss_chunk_length(512, 8) == 32
+  assert sft.loss_chunk_length(12, 1, tokens=5) == 4  # the largest divisor of 12 up to 5
+
+
 @pytest.mark.slow  # three compilations of the step, ~100 s on 2 cores
 def test_accumulation_equals_one_big_batch():
   batch = fake_batch(0, 4, 32, 256)
@@ -255,3 +293,96 @@ def test_tiny_run_learns(tmp_path, run_files):
   model, tokenizer, path = load_policy_parts(tmp_path)
   assert path.parent.parent == tmp_path / "policy" and path.name == "30"
   assert tokenizer.vocab_size <= model.config.vocab_size
+
+
+# --- starting from imported weights --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hf_checkpoint(tmp_path_factory, tokenizer):
+  """A tiny random transformers Qwen3.5-MoE saved with `save_pretrained`, no tokenizer in it."""
+  torch = pytest.importorskip("torch")
+  pytest.importorskip("transformers")
+  from transformers import Qwen3_5MoeForCausalLM
+  from transformers.models.qwen3_5_moe import Qwen3_5MoeTextConfig
+
+  text = dict(
+    vocab_size=tokenizer.vocab_size + 64,  # room beyond the project tokenizer's ids
+    hidden_size=32,
+    num_hidden_layers=2,
+    full_attention_interval=2,
+    layer_types=["linear_attention", "full_attention"],
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    linear_key_head_dim=8,
+    linear_value_head_dim=8,
+    linear_num_key_heads=2,
+    linear_num_value_heads=4,
+    moe_intermediate_size=16,
+    shared_expert_intermediate_size=16,
+    num_experts=8,
+    num_experts_per_tok=2,
+  )
+  torch.manual_seed(0)
+  model = Qwen3_5MoeForCausalLM(Qwen3_5MoeTextConfig(**text)).eval()
+  path = tmp_path_factory.mktemp("qwen3_5_moe_tiny")
+  model.save_pretrained(path)
+  embed = model.model.embed_tokens.weight.detach().numpy().copy()
+  return path, embed
+
+
+def import_config(files: Path, checkpoint: Path, **changes):
+  config = run_config(files, **changes)
+  config.model.init_from = str(checkpoint)
+  # Shape fields are the checkpoint's; only how it runs may be overridden.
+  config.model.overrides = {"moe_backend": "sort", "deltanet_chunk": 16, "num_layers": 99}
+  return config
+
+
+@pytest.mark.slow  # one compiled run of 3 steps, ~40 s on a loaded 2-core machine
+def test_training_starts_from_imported_weights(tmp_path, run_files, hf_checkpoint):
+  from flax import nnx
+
+  from rl.chat import ChatRenderer
+  from rl.data import sft_dataset
+
+  path, hf_embed = hf_checkpoint
+  config = import_config(run_files, path, max_steps=3)
+  tokenizer = sft.get_tokenizer(config, tmp_path, [])
+  model, model_config = sft.build_model(config, tokenizer.vocab_size)
+  assert model_config.moe_backend == "sort" and model_config.num_layers == 2
+  assert model_config.vocab_size == hf_embed.shape[0] > tokenizer.vocab_size
+  imported, _ = models.from_pretrained(path)
+  ours = nnx.to_flat_state(nnx.state(model, nnx.Param))
+  theirs = dict(nnx.to_flat_state(nnx.state(imported, nnx.Param)))
+  for key, value in ours:
+    np.testing.assert_array_equal(value[...], theirs[key][...])
+  np.testing.assert_array_equal(model.embed_vd[...], hf_embed)  # the transformers weights
+
+  # The run's first loss is the imported model's loss on its first batch, then it falls.
+  summary = sft.train(config, tmp_path / "run", tools=())
+  train_set, _ = sft.load_sft_set(config, tmp_path / "run")
+  data = sft._data_config(config, epochs=config.data.num_epochs, train=True)
+  first = next(iter(sft_dataset(train_set, ChatRenderer(tokenizer, ()), data)))
+  graphdef, params, rest = nnx.split(imported, nnx.Param, ...)
+  batch = {k: jnp.asarray(v) for k, v in first.items()}
+  nll, _, _ = sft._losses(graphdef, params, rest, batch, loss_chunk=-1)
+  expected = float(nll) / float(first["loss_mask"].sum())
+  assert np.isfinite(summary["initial_loss"])
+  np.testing.assert_allclose(summary["initial_loss"], expected, rtol=1e-4)
+  assert summary["final_loss"] < summary["initial_loss"]
+  assert summary["vocab_size"] == tokenizer.vocab_size
+
+
+def test_an_imported_checkpoint_brings_its_tokenizer(tmp_path, tokenizer):
+  config = get_config("tiny")
+  config.model.init_from = str(tmp_path / "ckpt")
+  (tmp_path / "ckpt").mkdir()
+  (tmp_path / "ckpt" / "tokenizer.json").write_text("{}")  # a Hugging Face tokenizer: no adapter
+  with pytest.raises(NotImplementedError, match=r"tokenizer\.json"):
+    sft.get_tokenizer(config, tmp_path / "run", [])
+  tokenizer.save(tmp_path / "ckpt")  # one this project reads: used as is, nothing is trained
+  loaded = sft.get_tokenizer(config, tmp_path / "run", [])
+  assert loaded.vocab_size == tokenizer.vocab_size
+  assert loaded.encode("get_item I7") == tokenizer.encode("get_item I7")
