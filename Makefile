@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 WORKDIR ?= runs
 PYTEST_ARGS ?= -n auto
 
-.PHONY: setup test lint format demo bench clean
+.PHONY: setup test lint format demo demo-scenario bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@if [ -d $(VENV) ] && [ ! -f $(STAMP) ]; then rm -rf $(VENV); fi
@@ -29,8 +29,13 @@ format: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
+# The whole pipeline on the tiny default (configs/demo.py:tiny): runs/demo/report.md, summary.json.
 demo: $(STAMP)
 	$(BIN)/python -m experiments.demo --workdir=$(WORKDIR)/demo
+
+# The foundation's demo: the Appendix D meetup task solved by the oracle.
+demo-scenario: $(STAMP)
+	$(BIN)/python -m experiments.demo --scenario --workdir=$(WORKDIR)/demo_scenario
 
 bench: $(STAMP)
 	$(BIN)/python -m experiments.bench_env --workdir=$(WORKDIR)/bench_env

@@ -57,6 +57,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.eval.temperature = 0.0  # greedy
 
   c.sft = sft.get_config("tiny")  # data.trajectories is set to the generated train split
+  c.sft.data.num_epochs = 3  # the paper's three epochs (tiny: 2); 72 steps here
   c.grpo = _grpo_config("tiny")  # init and tasks are set to the SFT policy and the train split
 
   if variant == "test":

@@ -63,4 +63,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       c.budget = 4
       c.tasks.num_tasks = 16
       c.split.eval_fraction = 0.2
+    else:
+      c.eval_every = 1
   return c

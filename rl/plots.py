@@ -66,8 +66,11 @@ def line_plot(
     (line,) = ax.plot(curve.x, curve.y, marker=None if many else "o", ms=4, label=curve.label)
     if curve.low is not None:
       ax.fill_between(curve.x, curve.low, curve.high, color=line.get_color(), alpha=0.2, lw=0)
-  if logx:
+  if logx:  # ticks at the points themselves, written plainly
     ax.set_xscale("log")
+    ticks = sorted({float(x) for c in curves for x in c.x})
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
   if ylim is not None:
     ax.set_ylim(*ylim)
   ax.set_xlabel(xlabel)

@@ -59,6 +59,7 @@ def prepare(
     "eval_tasks": len(held),
     "oracle_eval_pass_rate": oracle["success_rate"],
     "train_file": str(workdir / "train" / SFT_FILE),
+    "train_tasks_file": str(workdir / "split" / "train.jsonl"),
     "eval_tasks_file": str(workdir / "split" / "eval.jsonl"),
     "eval_trajectories_file": str(workdir / "eval" / TRAJECTORIES_FILE),
   }
@@ -110,7 +111,7 @@ def _finish(
   """Intervals over seeds of every ``<arm>_<metric>`` curve, one plot per metric, the summary."""
   keys = [f"{arm}_{m}" for arm in arms for m in METRICS]
   stats = over_seeds(results, keys)
-  plots, band = [], f"(mean, 95% t-interval over {len(results)} seed(s))"
+  plots, band = [], f"\nmean and 95% t-interval over {len(results)} seed(s)"
   for metric, label in METRICS.items():
     path = workdir / f"{metric}.png"
     if all(len(xs) == 1 for xs in arms.values()):  # one point per arm: bars
