@@ -2,8 +2,8 @@
 ``:reweighting``; ``:<name>_test`` runs each in a few minutes (the scripts' end-to-end check).
 
 Defaults are what 2 CPU cores finish in about an hour per seed; on an accelerator scale them up by
-flag, e.g. ``--config.sizes=100,500,1000,3000 --config.tasks.num_tasks=8000
---config.sft=...`` (the paper's sizes; ``configs/sft.py:paper`` for the recipe).
+flag, e.g. ``--config.sizes=100,500,1000,3000 --config.tasks.num_tasks=8000`` (the paper's sizes)
+with ``--config.sft.model.name=small --config.sft.data.seq_len=4096`` and so on for the recipe.
 """
 
 import ml_collections
@@ -45,12 +45,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.tasks.num_services = 4  # K of the composed arm and of the held-out tasks
     c.tasks.min_walk = 5
     c.tasks.max_walk = 6
-    c.tasks.num_tasks = 96
-    c.split.eval_fraction = 0.15
+    c.tasks.num_tasks = 200  # per arm: K = 2 repeats service sets, 48 distinct need ~150 tasks
+    c.split.eval_fraction = 0.1
   else:
     c.rewards = ("completion_focused", "uniform", "binary")  # rl.rewards names, one arm each
     c.grpo = base.grpo  # configs/grpo.py:tiny; init is each seed's SFT policy
-    c.eval_every = 5  # GRPO steps between held-out evaluations
+    c.grpo.num_steps = 20  # GRPO steps per arm
+    c.eval_every = 5  # GRPO steps between held-out evaluations (rollout engine, greedy)
 
   if test:  # demo.py:test's SFT and evaluation, a few tasks
     c.tasks.num_tasks = 40
@@ -65,4 +66,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       c.split.eval_fraction = 0.2
     else:
       c.eval_every = 1
+      c.grpo.num_steps = 2
   return c

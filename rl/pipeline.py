@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -303,6 +304,9 @@ def run(
     with stage("sft"):
       from compoworld.trajectories import load_trajectories
 
+      # A fresh run: rl.sft.train would resume from an earlier run's checkpoints here.
+      for old in (paths["sft"], paths["init"], paths["grpo"]):
+        shutil.rmtree(old, ignore_errors=True)
       train_records = load_trajectories(paths["train_traj"] / SFT_FILE)
       init_policy(config.sft, train_records, paths["sft"], paths["init"])
       sft = run_sft(
@@ -317,6 +321,7 @@ def run(
   grpo = None
   if "grpo" in stages:
     with stage("grpo"):
+      shutil.rmtree(paths["grpo"], ignore_errors=True)  # a fresh run, as for SFT
       grpo = run_grpo(config.grpo, policies["after_sft"], train_tasks, paths["grpo"], eval_tasks)
       _write_json(paths["grpo"] / "summary.json", grpo)
   elif (paths["grpo"] / "summary.json").is_file():

@@ -140,14 +140,14 @@ def write_report(
   sft_png = sft_plot(sft, wd)
   if sft_png:
     files["sft_loss"] = sft_png
-  eval_loss = sft.get("eval_loss")
-  lines += [
-    f"SFT: {sft['steps']} steps on {sft['train_trajectories']} trajectories; train loss "
-    f"{sft['initial_loss']:.3f} → {sft['final_loss']:.3f}"
-    + (f", held-out loss {sft['initial_eval_loss']:.3f} → {eval_loss:.3f}" if eval_loss else "")
-    + f"; {sft['tokens_per_s'] or 0:.0f} tokens/s.",
-    "",
-  ]
+  line = f"SFT: {sft['steps']} steps on {sft['train_trajectories']} trajectories"
+  if sft.get("final_loss") is not None:
+    line += f"; train loss {sft['initial_loss']:.3f} → {sft['final_loss']:.3f}"
+  if sft.get("eval_loss") is not None and sft.get("initial_eval_loss") is not None:
+    line += f", held-out loss {sft['initial_eval_loss']:.3f} → {sft['eval_loss']:.3f}"
+  if sft.get("tokens_per_s"):
+    line += f"; {sft['tokens_per_s']:.0f} tokens/s"
+  lines += [line + ".", ""]
   if sft_png:
     lines += ["![SFT loss](sft_loss.png)", ""]
   if grpo:
