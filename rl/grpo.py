@@ -36,14 +36,15 @@ from jax.sharding import NamedSharding, PartitionSpec
 from tqdm import tqdm
 
 import models
+from models import sharding
 from rl import sft
 from rl.chat import ChatRenderer
 from rl.grpo_loss import GRPOLossConfig, grpo_loss, token_logp_and_entropy
 from rl.policy import POLICY_DIR, load_policy_parts, save_policy
 from rl.rewards import REWARDS, group_advantages, make_reward, pad_passed
 
-#: The per-row arrays of a training batch, all [B, L].
-ROW_KEYS = ("tokens", "targets", "positions", "segment_ids", "loss_mask", "old_logp")
+#: The per-row arrays of a training batch: all [B, L], but ``loss_index`` [B, K].
+ROW_KEYS = ("tokens", "targets", "positions", "segment_ids", "loss_mask", "old_logp", "loss_index")
 SFT_DIR = "sft"
 TASKS_FILE = "tasks.jsonl"
 
@@ -68,8 +69,9 @@ def assemble_batch(
 ) -> dict[str, np.ndarray]:
   """The padded training arrays of G * N rollouts (``rl.rollout.Rollout`` fields).
 
-  Returns the ``ROW_KEYS`` arrays [B, L] (B = G * N, row g * N + i; L = ``bucket_length``), ``passed`` [G, N, M] and ``criteria_mask`` [G, M]. Padding has segment id 0, loss
-  mask 0 and log-probability 0.
+  Returns the ``ROW_KEYS`` arrays [B, L] (B = G * N, row g * N + i; L = ``bucket_length``),
+  ``loss_index`` [B, K] (each row's loss-token positions, then 0s), ``passed`` [G, N, M] and
+  ``criteria_mask`` [G, M]. Padding has segment id 0, loss mask 0 and log-probability 0.
   """
   b = num_groups * num_rollouts
   if len(rollouts) != b:
@@ -85,7 +87,11 @@ def assemble_batch(
     if len(r.tokens) < 2:
       raise ValueError(f"rollout {row} has {len(r.tokens)} tokens; at least 2 are needed")
   length = bucket_length(max(len(r.tokens) - 1 for r in rollouts), min_length)
-  out = {k: np.zeros((b, length), np.float32 if k == "old_logp" else np.int32) for k in ROW_KEYS}
+  out = {
+    k: np.zeros((b, length), np.float32 if k == "old_logp" else np.int32)
+    for k in ROW_KEYS
+    if k != "loss_index"
+  }
   for row, r in enumerate(rollouts):
     n = len(r.tokens) - 1
     out["tokens"][row, :n] = r.tokens[:-1]
@@ -98,6 +104,13 @@ def assemble_batch(
     [np.asarray(r.passed, bool) for r in rollouts[g * num_rollouts : (g + 1) * num_rollouts]]
     for g in range(num_groups)
   ]
+  # Positions of each row's loss tokens, padded with 0 to a bucketed width K: the step computes
+  # the LM head only there (agent turns are a small share of a conversation's tokens).
+  counts = out["loss_mask"].sum(-1)
+  k = min(bucket_length(int(counts.max()), min(32, length)), length)
+  out["loss_index"] = np.zeros((b, k), np.int32)
+  for row in range(b):
+    out["loss_index"][row, : counts[row]] = np.flatnonzero(out["loss_mask"][row])
   out["passed"], out["criteria_mask"] = pad_passed(groups)
   return out
 
@@ -139,18 +152,43 @@ def rollout_seed(seed: int, step: int) -> int:
 
 
 def policy_logp(
-  model: models.Transformer, batch: Mapping[str, jax.Array], temperature: float
+  model: models.Transformer,
+  batch: Mapping[str, jax.Array],
+  temperature: float,
+  index_bk: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-  """log pi(targets) and the entropy of the tempered policy [B, L], and the MoE aux loss.
+  """log pi(targets) and the entropy of the tempered policy at positions `index_bk` of each row
+  ([B, K]; all L positions when None), and the MoE aux loss.
 
   As the rollout engine records them: ``log_softmax(logits / temperature)`` over the model's
-  whole vocabulary, before any top-p filtering.
+  whole vocabulary, before any top-p filtering. Only the gathered positions go through the LM
+  head, so prompt and tool tokens never cost [V]-wide logits (under jit the model's own full
+  logits are unused and never computed).
   """
   out = model.forward(
     batch["tokens"], positions_bt=batch["positions"], segment_ids_bt=batch["segment_ids"]
   )
-  logp_bt, entropy_bt = token_logp_and_entropy(out.logits / temperature, batch["targets"])
-  return logp_bt, entropy_bt, out.aux_loss
+  h_bkd, targets_bk = out.hidden, batch["targets"]
+  if index_bk is not None:
+    h_bkd = jnp.take_along_axis(h_bkd, index_bk[..., None], axis=1)
+    targets_bk = jnp.take_along_axis(targets_bk, index_bk, axis=1)
+  logits_bkv = jnp.einsum(
+    "bkd,dv->bkv", h_bkd, model.head_weight(), preferred_element_type=jnp.float32
+  )
+  logits_bkv = sharding.constrain(logits_bkv, ("act_batch", "act_seq", "act_vocab"))
+  logp_bk, entropy_bk = token_logp_and_entropy(logits_bkv / temperature, targets_bk)
+  return logp_bk, entropy_bk, out.aux_loss
+
+
+def gather_loss_tokens(batch: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+  """``old_logp`` and ``loss_mask`` at the ``loss_index`` positions [B, K]; the padding of the
+  index (past each row's count of loss tokens) is masked out."""
+  index_bk = batch["loss_index"]
+  count_b = jnp.sum(batch["loss_mask"], axis=-1)
+  return {
+    "old_logp": jnp.take_along_axis(batch["old_logp"], index_bk, axis=1),
+    "loss_mask": jnp.arange(index_bk.shape[1])[None, :] < count_b[:, None],
+  }
 
 
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
@@ -172,7 +210,7 @@ def make_grpo_step(
   """``step(state, batch) -> (state, metrics)``; state = {step, params, rest, opt_state} plus
   ``ref_params`` (frozen) when ``loss_config.kl_coef > 0``.
 
-  The batch (``ROW_KEYS`` [B, L] and ``advantages`` [B]) is cut into ``num_minibatches``
+  The batch (``ROW_KEYS`` and ``advantages`` [B]) is cut into ``num_minibatches``
   minibatches of rows i, i + n, i + 2n, ... (each keeps its spread over the batch shards), and each
   takes one optimizer step with the eq. 8 loss of its own rows: the first sees ratio 1, later ones
   the policy moved by the earlier ones. Metrics are means over minibatches (ratio_min / ratio_max:
@@ -181,13 +219,17 @@ def make_grpo_step(
   use_ref = loss_config.kl_coef > 0
 
   def logp(params, rest, mb):
-    return policy_logp(nnx.merge(graphdef, params, rest), mb, temperature)
+    model = nnx.merge(graphdef, params, rest)
+    return policy_logp(model, mb, temperature, mb["loss_index"])
 
-  def loss_fn(params, rest, mb, ref_logp_bt):
-    logp_bt, entropy_bt, aux = logp(params, rest, mb)
+  def loss_fn(params, rest, mb, ref_logp_bk):
+    logp_bk, entropy_bk, aux = logp(params, rest, mb)
+    if not loss_config.entropy_coef:  # a metric only: no backward pass through [B, K, V]
+      entropy_bk = jax.lax.stop_gradient(entropy_bk)
+    loss_tokens = gather_loss_tokens(mb)
     loss, metrics = grpo_loss(
-      logp_bt, mb["old_logp"], mb["advantages"], mb["loss_mask"], loss_config, ref_logp_bt,
-      entropy_bt,
+      logp_bk, loss_tokens["old_logp"], mb["advantages"], loss_tokens["loss_mask"], loss_config,
+      ref_logp_bk, entropy_bk,
     )  # fmt: skip
     return loss + aux_loss_coef * aux, {**metrics, "aux_loss": aux}
 
@@ -203,10 +245,10 @@ def make_grpo_step(
     # enclosing trace.
     def update(carry, mb):
       params, opt_state, rest, ref_params = carry
-      ref_logp_bt = None
+      ref_logp_bk = None
       if use_ref:
-        ref_logp_bt = jax.lax.stop_gradient(logp(ref_params, rest, mb)[0])
-      grads, metrics = grad_fn(params, rest, mb, ref_logp_bt)
+        ref_logp_bk = jax.lax.stop_gradient(logp(ref_params, rest, mb)[0])
+      grads, metrics = grad_fn(params, rest, mb, ref_logp_bk)
       updates, opt_state = tx.update(grads, opt_state, params)
       metrics["grad_norm"] = optax.tree.norm(grads)
       return (optax.apply_updates(params, updates), opt_state, rest, ref_params), metrics

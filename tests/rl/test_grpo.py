@@ -95,6 +95,10 @@ def test_assemble_batch_pads_shifts_and_lays_out_groups():
   np.testing.assert_allclose(batch["old_logp"][2], [-3, 0, 0, -4, -5, 0, 0, 0])
   np.testing.assert_array_equal(batch["segment_ids"][3], [1, 0, 0, 0, 0, 0, 0, 0])
   np.testing.assert_array_equal(batch["positions"][2], [0, 1, 2, 3, 4, 0, 0, 0])
+  # loss-token positions, padded with 0 to the widest row's count (3) rounded up to K = 8
+  assert batch["loss_index"].shape == (4, 8)
+  np.testing.assert_array_equal(batch["loss_index"][0], [1, 2, 0, 0, 0, 0, 0, 0])
+  np.testing.assert_array_equal(batch["loss_index"][2], [0, 3, 4, 0, 0, 0, 0, 0])
   # passed [G, N, M] with M = 2; group 1 has one criterion, its second column masked
   np.testing.assert_array_equal(batch["passed"], [[[1, 0], [0, 0]], [[1, 0], [1, 0]]])
   np.testing.assert_array_equal(batch["criteria_mask"], [[1, 1], [1, 0]])
