@@ -18,7 +18,11 @@ How a batch is played:
   turn plus the next ``<|im_start|>assistant\\n`` header (loss mask 0) to the cache in fixed
   pieces of ``append_chunk`` tokens: one forward pass with the cache and a validity mask.
 * Rows that finished (final answer or a budget) leave the batch: the batch is compacted to the
-  next power of two of the rows still playing, so finished rollouts stop costing compute.
+  next power of two of the rows still playing, so finished rollouts stop costing compute. Within
+  a turn a row that has closed it is masked (its cache is frozen) until the slowest row closes
+  its own; an append piece that only some rows need runs on those rows alone.
+* The cache grows with the rollouts (powers of two up to ``max_total_tokens``): attention reads
+  every cached position, so short trajectories do not pay for the longest possible one.
 
 Sampling is seeded per token: the key of row r's token at position p is
 ``fold_in(fold_in(key(seed), r), p)``, so rollouts do not depend on how the batch is laid out and
@@ -106,6 +110,18 @@ def top_p_filter(z_bv: jax.Array, top_p: float) -> jax.Array:
   return jnp.where(z_bv >= threshold_b, z_bv, -jnp.inf)
 
 
+def categorical(key_b: jax.Array, z_bv: jax.Array) -> jax.Array:
+  """One id per row from softmax(z_bv), by inverting the CDF at one uniform draw per row.
+
+  `jax.random.categorical` draws a Gumbel variable per vocabulary entry (V random numbers per
+  token, the largest cost of a small model's decoding step on CPU); this draws one."""
+  probs_bv = jax.nn.softmax(z_bv.astype(jnp.float32), axis=-1)
+  cdf_bv = jnp.cumsum(probs_bv, axis=-1)
+  u_b = jax.vmap(jax.random.uniform)(key_b) * cdf_bv[:, -1]
+  # The first id whose CDF passes u: ids of probability 0 (filtered) are never chosen.
+  return jnp.sum(cdf_bv <= u_b[:, None], axis=-1, dtype=jnp.int32)
+
+
 @functools.cache
 def make_sampler(temperature: float, top_p: float = 1.0, vocab_limit: int | None = None) -> Sampler:
   """Temperature / top-p sampling; ids >= `vocab_limit` (model rows the tokenizer lacks) are
@@ -118,7 +134,7 @@ def make_sampler(temperature: float, top_p: float = 1.0, vocab_limit: int | None
       z_bv = jnp.where(jnp.arange(z_bv.shape[-1]) < vocab_limit, z_bv, -jnp.inf)
     if top_p < 1.0:
       z_bv = top_p_filter(z_bv, top_p)
-    return jax.vmap(jax.random.categorical)(key_b, z_bv).astype(jnp.int32)
+    return categorical(key_b, z_bv)
 
   return sample
 
@@ -151,8 +167,11 @@ def append_ids(graphdef, state, cache: Cache, logits_bv, tokens_bc, count_b):
   model = nnx.merge(graphdef, state)
   valid_bc = jnp.arange(tokens_bc.shape[1])[None, :] < count_b[:, None]
   out = model.forward(tokens_bc, cache=cache, valid_bt=valid_bc)
+  # Only the last new position's logits are needed: the head runs on its hidden state alone
+  # (the [B, C, V] logits go unused, so XLA never computes them).
   last = jnp.maximum(count_b - 1, 0)[:, None, None]
-  last_bv = jnp.take_along_axis(out.logits, last, axis=1)[:, 0]
+  h_bd = jnp.take_along_axis(out.hidden, last, axis=1)[:, 0]
+  last_bv = jnp.einsum("bd,dv->bv", h_bd, model.head_weight(), preferred_element_type=jnp.float32)
   return out.cache, jnp.where(count_b[:, None] > 0, last_bv, logits_bv)
 
 
@@ -200,7 +219,35 @@ def sample_turn(
   return ids_bs, logp_bs, new_cache.lengths_b - cache.lengths_b, new_cache, logits_bv
 
 
+def put_rows(cache: Cache, index_b: jax.Array, rows: Cache) -> Cache:
+  """`cache` with its rows `index_b` replaced by `rows`; an index past the batch is dropped."""
+
+  def put(axis):
+    def leaf(x, y):
+      at = (slice(None),) * axis + (index_b,)
+      return x.at[at].set(y, mode="drop")
+
+    return leaf
+
+  return Cache(
+    linear=jax.tree.map(put(2), cache.linear, rows.linear),
+    attention=jax.tree.map(put(1), cache.attention, rows.attention),
+    lengths_b=put(0)(cache.lengths_b, rows.lengths_b),
+  )
+
+
 take_rows_jit = jax.jit(take_rows)
+put_rows_jit = jax.jit(put_rows)
+
+
+@functools.partial(jax.jit, static_argnames=("length",))
+def grow_cache(cache: Cache, length: int) -> Cache:
+  """The cache with room for `length` positions per row (the new KV slots are zeros)."""
+
+  def pad(x):  # [blocks, B, S, K, D]
+    return jnp.pad(x, [(0, 0), (0, 0), (0, length - x.shape[2]), (0, 0), (0, 0)])
+
+  return cache.replace(attention=jax.tree.map(pad, cache.attention))
 
 
 @dataclasses.dataclass
@@ -257,22 +304,54 @@ class RolloutEngine:
     self.sampler = sampler or make_sampler(config.temperature, config.top_p, vocab)
     # Room past max_total_tokens: an append piece is written whole at each row's length.
     self.max_len = config.max_total_tokens + append_chunk
+    self.min_cache = min(256, self.max_len)
     self.graphdef = nnx.graphdef(model)
 
   # --- host side ------------------------------------------------------------------------------
 
+  def _cache_length(self, need: int) -> int:
+    """Cache positions for rows that need `need`: a power of two (each compiles once), at most
+    max_total_tokens plus one append piece. Attention reads every position of the cache, so
+    short rollouts should not pay for the longest possible one."""
+    return min(_bucket(need, self.min_cache), self.max_len)
+
+  def _with_room(self, cache: Cache, need: int) -> Cache:
+    length = self._cache_length(need)
+    return grow_cache(cache, length) if length > cache.attention.k_bskd.shape[2] else cache
+
   def _append_pending(self, state, cache, logits_bv, slots: list[_Row | None]):
-    """Feeds every row's pending ids, `append_chunk` at a time; returns cache and logits."""
+    """Feeds every row's pending ids, `append_chunk` at a time; returns cache and logits.
+
+    A piece that only some rows still need runs on those rows alone (gathered into the
+    smallest batch bucket that holds them, then written back): tool results differ in length
+    by thousands of tokens, and a full-batch piece costs every row's attention over the cache."""
     c = self.append_chunk
+    pieces = [(r.fed, -(-len(r.pending) // c)) for r in slots if r is not None and r.pending]
+    cache = self._with_room(cache, max((fed + n * c for fed, n in pieces), default=0))
     longest = max((len(r.pending) for r in slots if r is not None), default=0)
     for start in range(0, longest, c):
-      tokens = np.zeros((len(slots), c), np.int32)
-      count = np.zeros((len(slots),), np.int32)
-      for s, r in enumerate(slots):
+      need = [s for s, r in enumerate(slots) if r is not None and len(r.pending) > start]
+      size = _bucket(len(need), self.min_batch)
+      sub = size < len(slots)
+      order = need + [need[0]] * (size - len(need)) if sub else list(range(len(slots)))
+      tokens = np.zeros((size, c), np.int32)
+      count = np.zeros((size,), np.int32)
+      for i, s in enumerate(order[: len(need)] if sub else order):
+        r = slots[s]
         if r is not None and len(r.pending) > start:
           piece = r.pending[start : start + c]
-          tokens[s, : len(piece)], count[s] = piece, len(piece)
-      cache, logits_bv = append_ids(self.graphdef, state, cache, logits_bv, tokens, count)
+          tokens[i, : len(piece)], count[i] = piece, len(piece)
+      if not sub:
+        cache, logits_bv = append_ids(self.graphdef, state, cache, logits_bv, tokens, count)
+        continue
+      gather = np.asarray(order, np.int32)
+      part, part_logits = append_ids(
+        self.graphdef, state, take_rows_jit(cache, gather), logits_bv[gather], tokens, count
+      )
+      # Padding rows (copies of the first) are written to an index past the batch: dropped.
+      scatter = np.where(np.arange(size) < len(need), gather, len(slots)).astype(np.int32)
+      cache = put_rows_jit(cache, scatter, part)
+      logits_bv = logits_bv.at[scatter].set(part_logits, mode="drop")
     for r in slots:
       if r is not None:
         r.fed += len(r.pending)
@@ -287,7 +366,8 @@ class RolloutEngine:
     )
     for r in firsts:
       r.pending = r.conv.prompt_ids()
-    cache = Cache.zeros(self.model.config, len(slots), self.max_len)
+    need = max(-(-len(r.pending) // self.append_chunk) * self.append_chunk for r in firsts)
+    cache = Cache.zeros(self.model.config, len(slots), self._cache_length(need))
     logits_bv = jnp.zeros((len(slots), self.model.config.vocab_size), jnp.float32)
     cache, logits_bv = self._append_pending(state, cache, logits_bv, slots)
     for r in rows:
@@ -422,6 +502,8 @@ class RolloutEngine:
       for s, r in enumerate(live):
         budget[s] = min(cfg.max_new_tokens_per_turn, cfg.max_total_tokens - r.fed)
         row_ids[s], turn[s] = r.row_id, r.turns
+      # A done row still writes (and ignores) one KV slot at its length each step.
+      cache = self._with_room(cache, max(r.fed for r in live) + int(budget.max()) + 1)
       ids, logps, counts, cache, logits_bv = sample_turn(
         self.graphdef, state, cache, logits_bv, budget, row_ids, turn, key,
         sampler=self.sampler,

@@ -17,8 +17,16 @@ from flax import nnx
 from compoworld.envelope import error
 from models import Cache, create_model, get_config
 from rl.chat import IM_END, tool_call_text
-from rl.rollout import RolloutConfig, RolloutEngine, start_conversation, top_p_filter
+from rl.rollout import (
+  RolloutConfig,
+  RolloutEngine,
+  categorical,
+  start_conversation,
+  top_p_filter,
+)
 
+# Tests that compile the tiny model or play rollouts: ~20-60 s each on 2 busy cores.
+SLOW = pytest.mark.slow
 TEMPERATURE = 0.7
 SCRIPT_TOKENS = 256  # per-turn budget of the scripted engine: every scripted turn fits
 SCRIPT_TOTAL = 8192  # token budget of the scripted engine: every script fits
@@ -108,7 +116,9 @@ def scripted_engine(model, renderer, script, max_turns):
     temperature=TEMPERATURE,
   )
   sampler = scripted_sampler(renderer, script)
-  return RolloutEngine(model, renderer, config, sampler=sampler, append_chunk=64, min_batch=4)
+  # Batch buckets of 2 and 4: finished rows are compacted away, and the pieces of a tool result
+  # that only some rows need run on those rows alone (gathered, then written back).
+  return RolloutEngine(model, renderer, config, sampler=sampler, append_chunk=64, min_batch=2)
 
 
 @pytest.fixture(scope="module")
@@ -183,6 +193,7 @@ def full_forward_logprobs(model, sequences):
 # --- the model's cache takes multi-token appends ----------------------------------------------
 
 
+@SLOW
 def test_cached_chunk_appends_equal_the_full_forward_pass(model):
   """Rows of different lengths continue with chunks of different lengths (padding masked)."""
   rng = np.random.default_rng(0)
@@ -207,6 +218,7 @@ def test_cached_chunk_appends_equal_the_full_forward_pass(model):
 # --- the environment step, with a scripted policy ---------------------------------------------
 
 
+@SLOW
 def test_oracle_rollout_passes_and_its_sibling_fork_is_untouched(scripted_rollouts, played):
   oracle, idle = scripted_rollouts[0], scripted_rollouts[1]
   task = played[0]
@@ -224,6 +236,7 @@ def test_oracle_rollout_passes_and_its_sibling_fork_is_untouched(scripted_rollou
   assert idle.finished and idle.turns == 1 and idle.tool_calls == 0
 
 
+@SLOW
 def test_tool_envelopes_are_those_of_the_env(scripted_rollouts, played):
   oracle = scripted_rollouts[0]
   env = played[0].make_env()
@@ -232,6 +245,7 @@ def test_tool_envelopes_are_those_of_the_env(scripted_rollouts, played):
     assert json.loads(message["content"]) == env.call_tool(c.service, c.tool, c.arguments)
 
 
+@SLOW
 def test_malformed_and_unknown_calls_get_error_envelopes(scripted_rollouts):
   malformed, unknown = scripted_rollouts[2], scripted_rollouts[3]
   tool_messages = [m for m in malformed.messages if m["role"] == "tool"]
@@ -246,6 +260,7 @@ def test_malformed_and_unknown_calls_get_error_envelopes(scripted_rollouts):
   assert (unknown.tool_calls, unknown.tool_errors) == (1, 1)
 
 
+@SLOW
 def test_tokens_are_the_rendered_conversation(scripted_rollouts, renderer):
   """Observation turns and headers are exactly the renderer's ids, with loss mask 0. (A turn
   that does not parse is recorded as the message it parses to, so rollout 2 is left out.)"""
@@ -265,6 +280,7 @@ def test_tokens_are_the_rendered_conversation(scripted_rollouts, renderer):
   assert "tool_response" in renderer.decode(ids)
 
 
+@SLOW
 def test_mask_is_exactly_the_generated_tokens(scripted_rollouts, sampled_rollouts, renderer):
   for ro in scripted_rollouts:
     n = len(ro.tokens)
@@ -281,6 +297,7 @@ def test_mask_is_exactly_the_generated_tokens(scripted_rollouts, sampled_rollout
     assert (ro.logprobs[~ro.loss_mask] == 0).all()
 
 
+@SLOW
 def test_logprobs_equal_a_full_forward_pass(model, scripted_rollouts, sampled_rollouts):
   """The key property for GRPO: the sampling log-probs are those the trainer recomputes."""
   rollouts = scripted_rollouts + sampled_rollouts
@@ -290,6 +307,7 @@ def test_logprobs_equal_a_full_forward_pass(model, scripted_rollouts, sampled_ro
     np.testing.assert_allclose(ro.logprobs[ro.loss_mask], expected[ro.loss_mask], atol=1e-4)
 
 
+@SLOW
 def test_turn_budget_stops_a_rollout(model, renderer, script, played):
   engine = scripted_engine(model, renderer, script, max_turns=1)
   rollouts = engine.run(played, seed=0)
@@ -302,6 +320,7 @@ def test_turn_budget_stops_a_rollout(model, renderer, script, played):
 # --- real sampling ------------------------------------------------------------------------------
 
 
+@SLOW
 def test_same_seed_same_rollouts_other_seed_others(sampled_setup, sampled_rollouts):
   engine, tasks = sampled_setup
   again = engine.run(tasks, seed=3)
@@ -317,6 +336,7 @@ def test_same_seed_same_rollouts_other_seed_others(sampled_setup, sampled_rollou
   assert not np.array_equal(sampled_rollouts[0].tokens, sampled_rollouts[1].tokens)
 
 
+@SLOW
 def test_token_budgets_cut_generation(sampled_setup, sampled_rollouts, renderer):
   engine, _tasks = sampled_setup
   config = engine.config
@@ -331,6 +351,17 @@ def test_token_budgets_cut_generation(sampled_setup, sampled_rollouts, renderer)
       assert ro.generated_tokens == PER_TURN and ro.turns == 1 and not ro.finished
 
 
+def test_inverse_cdf_sampling_follows_the_distribution():
+  n = 20000
+  probs = np.asarray([0.1, 0.2, 0.3, 0.4, 0.0])
+  with np.errstate(divide="ignore"):
+    z_bv = jnp.broadcast_to(jnp.log(jnp.asarray(probs, jnp.float32)), (n, 5))
+  ids = np.asarray(categorical(jax.random.split(jax.random.key(0), n), z_bv))
+  frequencies = np.bincount(ids, minlength=5) / n
+  assert frequencies[4] == 0  # probability 0 (a filtered id) is never drawn
+  np.testing.assert_allclose(frequencies, probs, atol=0.015)  # ~4 standard deviations
+
+
 def test_top_p_keeps_the_smallest_set_with_enough_mass():
   logits = jnp.log(jnp.asarray([[0.5, 0.3, 0.15, 0.05], [0.25, 0.25, 0.25, 0.25]]))
   kept = np.isfinite(np.asarray(top_p_filter(logits, 0.7)))
@@ -338,6 +369,7 @@ def test_top_p_keeps_the_smallest_set_with_enough_mass():
   assert np.isfinite(np.asarray(top_p_filter(logits, 0.5))).sum(axis=1).tolist() == [1, 4]
 
 
+@SLOW
 def test_bad_configs_are_errors(model, renderer, tasks):
   with pytest.raises(ValueError, match="temperature"):
     RolloutConfig(temperature=0.0)
