@@ -32,7 +32,7 @@ from tqdm import tqdm
 import models
 from models.flops import model_summary
 from rl.chat import SPECIAL_TOKENS, ChatRenderer
-from rl.data import BATCH_KEYS, DataConfig, sft_dataset
+from rl.data import BATCH_KEYS, DataConfig, measure_packing, sft_dataset
 from rl.policy import POLICY_DIR, save_policy
 from rl.tokenizer import SENTENCEPIECE_FILE, SentencePieceTokenizer, Tokenizer, load_tokenizer
 
@@ -414,12 +414,43 @@ def _data_config(config: ml_collections.ConfigDict, *, epochs: int | None, train
   )
 
 
-def count_steps(trajectories, renderer, config: ml_collections.ConfigDict) -> int:
+def data_stats(trajectories, renderer, config: ml_collections.ConfigDict) -> dict[str, Any]:
+  """How the trajectories fit the configured rows: their token lengths (percentiles), the share
+  longer than a row (truncated or dropped, per ``data.overlong``) and the share of loss tokens
+  that falls past the row end, and one epoch's packing (`rl.data.PackingStats`, whose
+  ``packing_efficiency`` is non-pad tokens / all tokens)."""
+  seq_len = config.data.seq_len
+  lengths, loss_tokens, lost = [], 0, 0
+  for record in trajectories:
+    rendered = renderer.render(record["messages"])
+    lengths.append(len(rendered))
+    loss_tokens += int(rendered.loss_mask[1:].sum())  # a target is learned, not the first input
+    lost += int(rendered.loss_mask[seq_len + 1 :].sum())
+  lengths_n = np.asarray(lengths)
+  packing = measure_packing(
+    sft_dataset(trajectories, renderer, _data_config(config, epochs=1, train=True)), progress=False
+  )
+  return {
+    "trajectories": len(lengths),
+    "length_percentiles": {str(q): int(np.percentile(lengths_n, q)) for q in (0, 10, 50, 90, 100)},
+    "mean_length": float(lengths_n.mean()),
+    "seq_len": seq_len,
+    "overlong_share": float(np.mean(lengths_n > seq_len + 1)),
+    "loss_tokens_past_row_end_share": lost / max(loss_tokens, 1),
+    **packing.summary(),
+  }
+
+
+def count_steps(
+  trajectories, renderer, config: ml_collections.ConfigDict, batches_per_epoch: int | None = None
+) -> int:
   """Optimizer steps of the configured run: ``max_steps``, or every batch of every epoch."""
   if config.max_steps > 0:
     return config.max_steps
-  one_epoch = sft_dataset(trajectories, renderer, _data_config(config, epochs=1, train=True))
-  per_epoch = sum(1 for _ in one_epoch)
+  per_epoch = batches_per_epoch
+  if per_epoch is None:
+    one_epoch = sft_dataset(trajectories, renderer, _data_config(config, epochs=1, train=True))
+    per_epoch = sum(1 for _ in one_epoch)
   if not per_epoch:
     raise ValueError(
       f"{len(trajectories)} trajectories do not fill one batch of {config.data.batch_size} rows"
@@ -572,7 +603,14 @@ def train(
   batch_shards = mesh.shape["data"] * mesh.shape["fsdp"]
   if rows_per_micro % batch_shards:
     raise ValueError(f"{rows_per_micro} rows per micro-batch do not split over {batch_shards}")
-  total_steps = count_steps(train_set, renderer, config)
+  stats = data_stats(train_set, renderer, config)
+  print(
+    f"{stats['trajectories']} training trajectories, median {stats['length_percentiles']['50']} "
+    f"tokens; {stats['overlong_share']:.0%} longer than a {stats['seq_len']}-token row "
+    f"({stats['loss_tokens_past_row_end_share']:.0%} of loss tokens past the row end); "
+    f"packing efficiency {stats['packing_efficiency']:.3f}"
+  )
+  total_steps = count_steps(train_set, renderer, config, batches_per_epoch=stats["batches"])
   tx, schedule = make_optimizer(config, total_steps)
 
   with models.use_mesh(mesh):
@@ -681,6 +719,8 @@ def train(
     "matmul_peak_flops": peak,
     "flops_per_token": flops_per_token,
     "train_trajectories": len(train_set),
+    "data": stats,
+    "packing_efficiency": stats["packing_efficiency"],
     "eval_trajectories": len(eval_set),
     "vocab_size": tokenizer.vocab_size,
     "mesh": dict(mesh.shape),
@@ -690,33 +730,41 @@ def train(
   }
 
 
-def benchmark(
-  model_config: models.ModelConfig,
-  *,
-  batch_size: int,
-  seq_len: int,
-  steps: int = 10,
-  warmup: int = 2,
-  grad_accum: int = 1,
-  mesh=None,
-) -> dict[str, Any]:
-  """Steady-state train-step throughput of `model_config` on random full rows (every token is a
-  loss token): tokens/s, and MFU against the measured matmul peak of the local devices."""
-  if steps < 1 or warmup < 1:
-    raise ValueError("need at least one warm-up and one timed step")
+#: The issue's reference shape for training throughput (``experiments.bench_train``): vocab
+#: 8192, hidden 256, 4 layers of full attention with 4 query / 2 KV heads of dim 64, 8 experts
+#: top-2 of width 256, no shared expert, untied embeddings, float32; batch 8 x 512 tokens.
+REFERENCE_SHAPE = {
+  "vocab_size": 8192,
+  "d_model": 256,
+  "num_layers": 4,
+  "full_attention_interval": 1,
+  "num_heads": 4,
+  "num_kv_heads": 2,
+  "head_dim": 64,
+  "partial_rotary_factor": 1.0,
+  "num_experts": 8,
+  "num_experts_per_tok": 2,
+  "expert_dim": 256,
+  "shared_expert_dim": 0,
+  "tie_embeddings": False,
+  "dtype": "float32",
+  "param_dtype": "float32",
+}
+REFERENCE_BATCH = {"batch_size": 8, "seq_len": 512}
+
+
+def reference_model_config(**overrides: Any) -> models.ModelConfig:
+  """The reference shape (`REFERENCE_SHAPE`) as a model config; `overrides` change how it runs
+  (``moe_backend``, ``remat``, ...) or, for other experiments, its shape."""
+  return models.ModelConfig(**{**REFERENCE_SHAPE, "moe_backend": "sort", **overrides})
+
+
+def _bench_step(model_config, batch, *, steps, grad_accum, loss_chunk, mesh):
+  """A compiled train step of `model_config` on `batch` and its state; returns a function that
+  runs one step to completion, and the first (compiling) step's seconds."""
   config = get_default_config()
   config.optim.grad_accum = grad_accum
-  mesh = mesh if mesh is not None else models.make_mesh()
-  tx, schedule = make_optimizer(config, steps + warmup)
-  rng = np.random.default_rng(0)
-  tokens = rng.integers(0, model_config.vocab_size, size=(batch_size, seq_len + 1), dtype=np.int32)
-  batch = {
-    "tokens": tokens[:, :-1],
-    "targets": tokens[:, 1:],
-    "loss_mask": np.ones((batch_size, seq_len), np.int32),
-    "segment_ids": np.ones((batch_size, seq_len), np.int32),
-    "positions": np.broadcast_to(np.arange(seq_len, dtype=np.int32), (batch_size, seq_len)),
-  }
+  tx, schedule = make_optimizer(config, steps)
   with models.use_mesh(mesh):
     model = models.create_model(model_config, seed=0, mesh=mesh)
     graphdef, state = init_state(model, tx, mesh)
@@ -728,42 +776,103 @@ def benchmark(
         schedule,
         grad_accum=grad_accum,
         aux_loss_coef=model_config.router_aux_loss_coef,
+        loss_chunk=loss_chunk,
       ),
       donate_argnums=0,
     )
     device_batch = shard_batch(batch, mesh)
+  box = {"state": state, "loss": math.nan}
+
+  def run() -> float:
     t0 = time.perf_counter()
-    state, metrics = step(state, device_batch)
-    jax.block_until_ready(metrics)
-    compile_s = time.perf_counter() - t0
-    for _ in range(warmup - 1):
-      state, metrics = step(state, device_batch)
-    jax.block_until_ready(metrics)
-    times = []
-    for _ in tqdm(range(steps), desc="bench", mininterval=1.0):
-      t0 = time.perf_counter()
-      state, metrics = step(state, device_batch)
-      jax.block_until_ready(metrics)
-      times.append(time.perf_counter() - t0)
+    box["state"], metrics = step(box["state"], device_batch)
+    box["loss"] = float(metrics["loss"])  # waits for the step
+    return time.perf_counter() - t0
+
+  return run, box, run()
+
+
+def benchmark(
+  model_config: models.ModelConfig,
+  *,
+  batch_size: int,
+  seq_len: int,
+  steps: int = 10,
+  warmup: int = 2,
+  grad_accum: int = 1,
+  mesh=None,
+  loss_chunk: int = 0,
+  baseline: models.ModelConfig | None = None,
+  baseline_loss_chunk: int = -1,
+) -> dict[str, Any]:
+  """Steady-state train-step throughput of `model_config` on random full rows (every token is a
+  loss token): tokens/s, and MFU against the measured matmul peak of the local devices.
+
+  With a `baseline` config (e.g. every expert on every token and the loss from full logits), its
+  step runs in the same process, alternating with ours step by step, so a machine shared with
+  other work slows both alike; ``speedup_vs_baseline`` is the ratio of the median step times.
+  """
+  if steps < 1 or warmup < 1:
+    raise ValueError("need at least one warm-up and one timed step")
+  mesh = mesh if mesh is not None else models.make_mesh()
+  rng = np.random.default_rng(0)
+  tokens = rng.integers(0, model_config.vocab_size, size=(batch_size, seq_len + 1), dtype=np.int32)
+  batch = {
+    "tokens": tokens[:, :-1],
+    "targets": tokens[:, 1:],
+    "loss_mask": np.ones((batch_size, seq_len), np.int32),
+    "segment_ids": np.ones((batch_size, seq_len), np.int32),
+    "positions": np.broadcast_to(np.arange(seq_len, dtype=np.int32), (batch_size, seq_len)),
+  }
+  total = steps + warmup
+  runs = {"ours": (model_config, loss_chunk)}
+  if baseline is not None:
+    runs["baseline"] = (baseline, baseline_loss_chunk)
+  steppers, first_s = {}, {}
+  for name, (cfg, chunk) in runs.items():
+    run, box, first = _bench_step(
+      cfg, batch, steps=total, grad_accum=grad_accum, loss_chunk=chunk, mesh=mesh
+    )
+    steppers[name], first_s[name] = (run, box), first
+  for _ in range(warmup - 1):
+    for run, _ in steppers.values():
+      run()
+  times: dict[str, list[float]] = {name: [] for name in steppers}
+  for _ in tqdm(range(steps), desc="bench", mininterval=1.0):
+    for name, (run, _) in steppers.items():
+      times[name].append(run())
   flops_per_token = model_summary(model_config, seq_len)["flops_per_token"]
   peak = measure_matmul_peak(dtype=model_config.dtype)
-  step_s = float(np.median(times))
-  tokens_per_s = batch_size * seq_len / step_s
-  return {
+  tokens_per_step = batch_size * seq_len
+  step_s = float(np.median(times["ours"]))
+  tokens_per_s = tokens_per_step / step_s
+  summary = {
     "tokens_per_s": tokens_per_s,
+    "tokens_per_s_best": tokens_per_step / float(np.min(times["ours"])),
     "step_s_median": step_s,
-    "step_s_min": float(np.min(times)),
-    "first_step_s": compile_s,
+    "step_s_min": float(np.min(times["ours"])),
+    "first_step_s": first_s["ours"],
     "mfu": tokens_per_s * flops_per_token / peak,
     "flops_per_token": flops_per_token,
     "matmul_peak_flops": peak,
-    "final_loss": float(metrics["loss"]),
+    "final_loss": steppers["ours"][1]["loss"],
     "batch_size": batch_size,
     "seq_len": seq_len,
     "steps": steps,
+    "loss_chunk": loss_chunk or loss_chunk_length(seq_len, batch_size // grad_accum),
     "devices": len(jax.devices()),
     "mesh": dict(mesh.shape),
   }
+  if baseline is not None:
+    base_s = float(np.median(times["baseline"]))
+    summary.update(
+      baseline_tokens_per_s=tokens_per_step / base_s,
+      baseline_step_s_median=base_s,
+      baseline_mfu=tokens_per_step / base_s * flops_per_token / peak,
+      baseline_final_loss=steppers["baseline"][1]["loss"],
+      speedup_vs_baseline=base_s / step_s,
+    )
+  return summary
 
 
 def get_default_config() -> ml_collections.ConfigDict:

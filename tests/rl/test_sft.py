@@ -386,3 +386,21 @@ def test_an_imported_checkpoint_brings_its_tokenizer(tmp_path, tokenizer):
   loaded = sft.get_tokenizer(config, tmp_path / "run", [])
   assert loaded.vocab_size == tokenizer.vocab_size
   assert loaded.encode("get_item I7") == tokenizer.encode("get_item I7")
+
+
+@pytest.mark.slow  # two compiled steps and a matmul-peak measurement
+def test_benchmark_times_ours_and_a_baseline_of_the_same_model():
+  config = sft.reference_model_config(
+    vocab_size=128, d_model=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16,
+    expert_dim=16,
+  )  # fmt: skip
+  out = sft.benchmark(
+    config, batch_size=2, seq_len=16, steps=1, warmup=1, baseline=config.replace(moe_backend="loop")
+  )
+  assert out["tokens_per_s"] > 0 and out["baseline_tokens_per_s"] > 0 and 0 < out["mfu"] < 1
+  assert out["speedup_vs_baseline"] == pytest.approx(
+    out["baseline_step_s_median"] / out["step_s_median"]
+  )
+  # Same weights, same rows, two steps each: dense experts + full logits train the same model.
+  np.testing.assert_allclose(out["final_loss"], out["baseline_final_loss"], rtol=1e-5)
+  assert sft.reference_model_config().num_experts == 8  # the shape
