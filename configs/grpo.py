@@ -60,6 +60,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.optim.clip_norm = 1.0  # global gradient norm; 0 = no clipping
   c.optim.num_minibatches = 1  # optimizer steps per rollout batch, on disjoint row subsets
   c.optim.aux_loss = True  # add the model's MoE load-balancing loss (router_aux_loss_coef)
+  c.optim.head_chunk = 256  # loss tokens per row through the LM head at once; 0 = all at once
 
   c.eval = ml_collections.ConfigDict()
   c.eval.every = 0  # steps between held-out evaluations (also before training and at the end)
@@ -85,6 +86,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.rollout.max_new_tokens_per_turn = 48
     c.rollout.max_total_tokens = 2048
     c.optim.lr = 1e-4  # the tiny policy moves visibly in a few steps
+    c.optim.head_chunk = 0  # a 2K vocabulary: [B, K, V] is small
     c.eval.every = 2
     c.eval.num_tasks = 4
     c.checkpoint.every = 2

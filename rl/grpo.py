@@ -12,7 +12,9 @@ resumes from its latest Orbax checkpoint takes the very steps an uninterrupted r
 Batch layout (``assemble_batch``): row ``g * N + i`` is rollout i of task g. A rollout's ids
 ``x_0 .. x_{T-1}`` become inputs ``x_0 .. x_{T-2}`` and targets ``x_1 .. x_{T-1}`` (the logits at
 t - 1 predict token t), right-padded to a bucketed length so few shapes ever compile; the loss
-mask and the sampling log-probabilities are shifted with the targets.
+mask and the sampling log-probabilities are shifted with the targets. ``loss_index`` lists each
+row's loss-token positions: the LM head and the softmax run only there (agent turns are a small
+share of a conversation), optionally in chunks (``optim.head_chunk``) for a large vocabulary.
 """
 
 from __future__ import annotations
@@ -104,10 +106,10 @@ def assemble_batch(
     [np.asarray(r.passed, bool) for r in rollouts[g * num_rollouts : (g + 1) * num_rollouts]]
     for g in range(num_groups)
   ]
-  # Positions of each row's loss tokens, padded with 0 to a bucketed width K: the step computes
-  # the LM head only there (agent turns are a small share of a conversation's tokens).
+  # Positions of each row's loss tokens, padded with 0 to a width K (a power of two: few shapes
+  # with L) where the step runs the LM head (agent turns are a small share of the tokens).
   counts = out["loss_mask"].sum(-1)
-  k = min(bucket_length(int(counts.max()), min(32, length)), length)
+  k = min(max(32, 1 << max(int(counts.max()) - 1, 0).bit_length()), length)
   out["loss_index"] = np.zeros((b, k), np.int32)
   for row in range(b):
     out["loss_index"][row, : counts[row]] = np.flatnonzero(out["loss_mask"][row])
@@ -151,19 +153,50 @@ def rollout_seed(seed: int, step: int) -> int:
 # The update step
 
 
+def head_logp(
+  h_bkd: jax.Array, head_dv: jax.Array, targets_bk: jax.Array, temperature: float, chunk: int = 0
+) -> tuple[jax.Array, jax.Array]:
+  """log softmax(h @ head / temperature)[targets] and the entropy, both [B, K].
+
+  ``chunk`` > 0 sends `chunk` positions of every row through the head at a time, each piece
+  rematerialized in the backward pass: memory holds one [B, chunk, V] piece, not [B, K, V]
+  (needed at a real vocabulary), for one more head matmul.
+  """
+
+  def piece(h_bcd, targets_bc):
+    logits_bcv = jnp.einsum("bcd,dv->bcv", h_bcd, head_dv, preferred_element_type=jnp.float32)
+    logits_bcv = sharding.constrain(logits_bcv, ("act_batch", "act_seq", "act_vocab"))
+    return token_logp_and_entropy(logits_bcv / temperature, targets_bc)
+
+  b, k = targets_bk.shape
+  if not chunk or chunk >= k:
+    return piece(h_bkd, targets_bk)
+  n = -(-k // chunk)
+  pad = n * chunk - k
+  h = jnp.pad(h_bkd, ((0, 0), (0, pad), (0, 0))).reshape(b, n, chunk, -1).swapaxes(0, 1)
+  t = jnp.pad(targets_bk, ((0, 0), (0, pad))).reshape(b, n, chunk).swapaxes(0, 1)
+  logp_nbc, entropy_nbc = jax.lax.map(jax.checkpoint(lambda x: piece(*x)), (h, t))
+
+  def unchunk(x_nbc):
+    return x_nbc.swapaxes(0, 1).reshape(b, n * chunk)[:, :k]
+
+  return unchunk(logp_nbc), unchunk(entropy_nbc)
+
+
 def policy_logp(
   model: models.Transformer,
   batch: Mapping[str, jax.Array],
   temperature: float,
   index_bk: jax.Array | None = None,
+  head_chunk: int = 0,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
   """log pi(targets) and the entropy of the tempered policy at positions `index_bk` of each row
   ([B, K]; all L positions when None), and the MoE aux loss.
 
   As the rollout engine records them: ``log_softmax(logits / temperature)`` over the model's
   whole vocabulary, before any top-p filtering. Only the gathered positions go through the LM
-  head, so prompt and tool tokens never cost [V]-wide logits (under jit the model's own full
-  logits are unused and never computed).
+  head (``head_logp``), so prompt and tool tokens never cost [V]-wide logits (under jit the
+  model's own full logits are unused and never computed).
   """
   out = model.forward(
     batch["tokens"], positions_bt=batch["positions"], segment_ids_bt=batch["segment_ids"]
@@ -172,11 +205,7 @@ def policy_logp(
   if index_bk is not None:
     h_bkd = jnp.take_along_axis(h_bkd, index_bk[..., None], axis=1)
     targets_bk = jnp.take_along_axis(targets_bk, index_bk, axis=1)
-  logits_bkv = jnp.einsum(
-    "bkd,dv->bkv", h_bkd, model.head_weight(), preferred_element_type=jnp.float32
-  )
-  logits_bkv = sharding.constrain(logits_bkv, ("act_batch", "act_seq", "act_vocab"))
-  logp_bk, entropy_bk = token_logp_and_entropy(logits_bkv / temperature, targets_bk)
+  logp_bk, entropy_bk = head_logp(h_bkd, model.head_weight(), targets_bk, temperature, head_chunk)
   return logp_bk, entropy_bk, out.aux_loss
 
 
@@ -206,6 +235,7 @@ def make_grpo_step(
   temperature: float,
   num_minibatches: int = 1,
   aux_loss_coef: float = 0.0,
+  head_chunk: int = 0,
 ):
   """``step(state, batch) -> (state, metrics)``; state = {step, params, rest, opt_state} plus
   ``ref_params`` (frozen) when ``loss_config.kl_coef > 0``.
@@ -215,12 +245,13 @@ def make_grpo_step(
   takes one optimizer step with the eq. 8 loss of its own rows: the first sees ratio 1, later ones
   the policy moved by the earlier ones. Metrics are means over minibatches (ratio_min / ratio_max:
   the extremes), with ``first_loss``, the loss of the first minibatch before any update.
+  ``head_chunk``: see ``head_logp``.
   """
   use_ref = loss_config.kl_coef > 0
 
   def logp(params, rest, mb):
     model = nnx.merge(graphdef, params, rest)
-    return policy_logp(model, mb, temperature, mb["loss_index"])
+    return policy_logp(model, mb, temperature, mb["loss_index"], head_chunk)
 
   def loss_fn(params, rest, mb, ref_logp_bk):
     logp_bk, entropy_bk, aux = logp(params, rest, mb)
@@ -514,6 +545,7 @@ def train(
       temperature=config.rollout.temperature,
       num_minibatches=mb,
       aux_loss_coef=model_config.router_aux_loss_coef if config.optim.aux_loss else 0.0,
+      head_chunk=config.optim.head_chunk,
     )
     grpo_step = jax.jit(step_fn, out_shardings=(state_shardings, None), donate_argnums=0)
     # The engines sample with the state passed to run(); `model` only gives them the graph.

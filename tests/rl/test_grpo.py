@@ -181,6 +181,31 @@ def test_tasks_come_from_the_sft_run_split_as_it_split_trajectories(tmp_path, ta
 # --- the update step --------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("chunk", [4, 5, 11])
+def test_chunked_head_matches_the_whole_head(chunk):
+  rng = np.random.default_rng(0)
+  h, head = jnp.asarray(rng.normal(size=(2, 11, 8))), jnp.asarray(rng.normal(size=(8, 50)))
+  targets = jnp.asarray(rng.integers(0, 50, (2, 11)))
+  w = jnp.asarray(rng.normal(size=(2, 11)))
+
+  def objective(h, head, chunk):
+    logp, entropy = grpo.head_logp(h, head, targets, 0.7, chunk)
+    return jnp.sum(logp * w) + 0.3 * jnp.sum(entropy * w), (logp, entropy)
+
+  grad = jax.grad(objective, argnums=(0, 1), has_aux=True)
+  (gh, ghead), (logp, entropy) = grad(h, head, 0)
+  (ch, chead), (c_logp, c_entropy) = grad(h, head, chunk)
+  np.testing.assert_allclose(c_logp, logp, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(c_entropy, entropy, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(ch, gh, rtol=1e-4, atol=1e-6)
+  np.testing.assert_allclose(chead, ghead, rtol=1e-4, atol=1e-6)
+  z = np.asarray(h @ head) / 0.7  # and the whole head against numpy
+  ref = z - np.log(np.exp(z).sum(-1, keepdims=True))
+  np.testing.assert_allclose(
+    logp, np.take_along_axis(ref, np.asarray(targets)[..., None], -1)[..., 0], rtol=1e-5
+  )
+
+
 def tiny_model(vocab=256, mesh=None, **overrides):
   return models.create_model(
     models.get_config("tiny", vocab_size=vocab, **{**SMALL, **overrides}), seed=0, mesh=mesh
@@ -413,12 +438,12 @@ _SHARDED_SCRIPT = textwrap.dedent(
   import models
   from rl import grpo
   from rl.grpo_loss import GRPOLossConfig
-  from configs.grpo import get_config
+  import optax
   from tests.rl.test_grpo import TINY, random_rollouts
   assert len(jax.devices()) == 8, jax.devices()
-  config = get_config("tiny")
-  config.optim.lr = 1e-2
-  tx = grpo.make_optimizer(config)
+  # SGD, not Adam: Adam turns reduction-order noise in near-zero gradients (group advantages
+  # cancel) into whole lr-sized moves, which would blur the comparison of the second steps
+  tx = optax.sgd(1.0)
   model_config = models.get_config("tiny", vocab_size=256, **TINY)
   batches = []
   for seed in range(2):
@@ -464,8 +489,10 @@ def test_sharded_step_matches_single_device():
   assert out.returncode == 0, out.stderr[-3000:]
   result = json.loads(out.stdout.strip().splitlines()[-1])
   for single, sharded in zip(result["single"], result["sharded"], strict=True):
+    assert all(np.isfinite(v) for v in single.values()), single
     for key in ("loss", "first_loss", "kl", "entropy", "ratio_max", "clip_frac_high"):
-      # (kl is a small difference of log-probs: an absolute tolerance)
-      np.testing.assert_allclose(sharded[key], single[key], rtol=2e-5, atol=2e-6, err_msg=key)
+      np.testing.assert_allclose(sharded[key], single[key], rtol=5e-5, atol=1e-6, err_msg=key)
+    np.testing.assert_allclose(sharded["kl"], single["kl"], rtol=1e-3, err_msg="kl")  # ~1e-4
     np.testing.assert_allclose(sharded["grad_norm"], single["grad_norm"], rtol=1e-4)
-  assert result["single"][1]["ratio_max"] != 1.0  # the second step trains a moved policy
+  # the second minibatch and step train a policy that moved away from the reference
+  assert result["single"][1]["kl"] > 1e-5, result["single"]
