@@ -350,6 +350,10 @@ def run(
       continue
     evaluations[name] = summary
 
+  # Stages left out this time keep the wall time of the run that made their files.
+  earlier = wd / "summary.json"
+  earlier_seconds = json.loads(earlier.read_text())["stage_seconds"] if earlier.is_file() else {}
+  earlier_seconds.pop("report", None)
   with stage("report"):
     summary = {
       "config": config.variant,
@@ -363,10 +367,11 @@ def run(
       "sft": sft,
       "grpo": grpo,
       "evaluation": {name: _headline(s) for name, s in evaluations.items()},
-      "stage_seconds": stage.seconds,
+      "stages_run": list(stages),
+      "stage_seconds": {**earlier_seconds, **stage.seconds},
     }
     summary["files"] = write_report(summary, evaluations, wd)
-  summary["stage_seconds"] = stage.seconds
+  summary["stage_seconds"] = {**earlier_seconds, **stage.seconds}
   summary["seconds"] = stage.total
   _write_json(wd / "summary.json", summary)
   return summary

@@ -22,6 +22,13 @@ ROWS = {
 _COLUMNS = ("tasks", "pass_rate", "rubric_score", "tool_error_rate", "mean_turns")
 
 
+def _stage_order(name: str) -> int:
+  from rl.pipeline import POLICIES, STAGES
+
+  order = [s for s in STAGES if s != "eval"] + [f"eval {p}" for p in POLICIES] + ["report"]
+  return order.index(name) if name in order else len(order)
+
+
 def _row(cells) -> str:
   return "| " + " | ".join(str(c) for c in cells) + " |"
 
@@ -111,8 +118,15 @@ def write_report(
   lib, tasks, split = summary["library"], summary["task_summary"], summary["split"]
   traj, sft, grpo = summary["trajectory_summary"], summary["sft"], summary["grpo"]
   lines = [f"# CompoWorld pipeline: `{summary['config']}` config", ""]
-  lines += ["Wall time per stage (seconds):", ""]
-  lines += _table(["stage", "seconds"], [[k, v] for k, v in summary["stage_seconds"].items()])
+  lines += ["Wall time per stage (seconds; * = from an earlier run of the stages left out):", ""]
+  ran = {*summary.get("stages_run", [k.split()[0] for k in summary["stage_seconds"]]), "report"}
+  lines += _table(
+    ["stage", "seconds"],
+    [
+      [k if k.split()[0] in ran else f"{k} *", v]
+      for k, v in sorted(summary["stage_seconds"].items(), key=lambda kv: _stage_order(kv[0]))
+    ],
+  )
   lines += ["", "## Service library", ""]
   lines += [
     f"{lib['services']} services, {lib['tools']} tools compiled from "
