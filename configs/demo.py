@@ -1,5 +1,5 @@
-"""The whole pipeline (``make demo``): ``configs/demo.py:tiny`` (default, ~15 min on 2 CPU cores)
-and ``:test`` (a minute: the pipeline's end-to-end test).
+"""The whole pipeline (``make demo``): ``configs/demo.py:tiny`` (default; 8 min of CPU time when
+measured) and ``:test`` (a few minutes: the pipeline's end-to-end test).
 
 The SFT and GRPO stages carry their own configs (``configs/sft.py:tiny``, ``configs/grpo.py:tiny``)
 as ``sft`` and ``grpo``; the pipeline points them at the data it generates, so any of their fields

@@ -75,6 +75,13 @@ def describe(interval: dict[str, Any], digits: int = 3) -> str:
   )
 
 
+def band_note(num_seeds: int) -> str:
+  """What a plot's shading means, for its title."""
+  if num_seeds == 1:
+    return "1 seed: the values, no interval"
+  return f"mean and {round(100 * CONFIDENCE)}% t-interval over {num_seeds} seeds"
+
+
 def run_seeds(
   one_seed: Callable[[int, Path], dict[str, Any]], seeds: Sequence[int], workdir: str | Path
 ) -> list[dict[str, Any]]:

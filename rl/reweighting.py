@@ -16,7 +16,7 @@ from typing import Any
 
 import ml_collections
 
-from rl.experiments import curve, describe, over_seeds, run_seeds
+from rl.experiments import band_note, curve, describe, over_seeds, run_seeds
 from rl.pipeline import run_grpo, run_sft
 from rl.plots import line_plot
 from rl.policy import POLICY_DIR
@@ -78,7 +78,7 @@ def reweighting(
         [curve(r, x, stats[f"{r}_{key}"]) for r in rewards],
         xlabel="GRPO step",
         ylabel=label,
-        title=f"reward reweighting: {label}\nmean and 95% t-interval over {len(results)} seed(s)",
+        title=f"reward reweighting: {label}\n{band_note(len(results))}",
       )
     )
   final = {

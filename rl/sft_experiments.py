@@ -21,7 +21,7 @@ import ml_collections
 
 from compoworld.tasks import load_tasks, save_tasks
 from compoworld.trajectories import SFT_FILE, TRAJECTORIES_FILE, collect_trajectories
-from rl.experiments import curve, describe, over_seeds, run_seeds
+from rl.experiments import band_note, curve, describe, over_seeds, run_seeds
 from rl.pipeline import evaluate_policy, make_tasks, one_per_composition, run_sft, save_split
 from rl.plots import bar_plot, line_plot
 from rl.policy import POLICY_DIR
@@ -111,7 +111,7 @@ def _finish(
   """Intervals over seeds of every ``<arm>_<metric>`` curve, one plot per metric, the summary."""
   keys = [f"{arm}_{m}" for arm in arms for m in METRICS]
   stats = over_seeds(results, keys)
-  plots, band = [], f"\nmean and 95% t-interval over {len(results)} seed(s)"
+  plots, band = [], "\n" + band_note(len(results))
   for metric, label in METRICS.items():
     path = workdir / f"{metric}.png"
     if all(len(xs) == 1 for xs in arms.values()):  # one point per arm: bars

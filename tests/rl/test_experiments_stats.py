@@ -5,7 +5,7 @@ import math
 import pytest
 
 from configs.experiments import EXPERIMENTS, get_config
-from rl.experiments import curve, describe, over_seeds, run_seeds, t_interval
+from rl.experiments import band_note, curve, describe, over_seeds, run_seeds, t_interval
 from rl.plots import Curve, bar_plot, line_plot
 
 # t quantiles (two-sided 95%) from tables: 1 and 2 degrees of freedom.
@@ -37,6 +37,8 @@ def test_one_seed_has_no_interval_and_says_so():
   assert out["note"] == "one seed: no interval"
   assert describe(out) == "0.400 (1 seed, no interval)"
   assert describe(t_interval([1.0, 2.0, 3.0])) == "2.000 ± 2.484 (95% CI, 3 seeds)"
+  assert band_note(1) == "1 seed: the values, no interval"
+  assert band_note(3) == "mean and 95% t-interval over 3 seeds"
 
 
 def test_bad_inputs_fail_clearly():
