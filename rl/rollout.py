@@ -139,6 +139,25 @@ def make_sampler(temperature: float, top_p: float = 1.0, vocab_limit: int | None
   return sample
 
 
+def scripted_sampler(scripts: Sequence[Sequence[Sequence[int]]], fill_id: int) -> Sampler:
+  """A sampler that makes row r emit `scripts[r][t]` in its turn t whatever the logits (ids past
+  a script's end are `fill_id`; a row past its last turn repeats it). The policy's text is
+  fixed while the engine, caches and environments do their real work: tests and benchmarks."""
+  turns = max(len(s) for s in scripts)
+  longest = max(len(ids) for s in scripts for ids in s)
+  table = np.full((len(scripts), turns, longest), fill_id, np.int32)
+  for r, script in enumerate(scripts):
+    for t, ids in enumerate(script):
+      table[r, t, : len(ids)] = ids
+  table_rtl = jnp.asarray(table)
+
+  def sample(logits_bv, key_b, step, row_b, turn_b):
+    del logits_bv, key_b
+    return table_rtl[row_b, jnp.minimum(turn_b, turns - 1), jnp.minimum(step, longest - 1)]
+
+  return sample
+
+
 def start_conversation(renderer: ChatRenderer, task: Task) -> Conversation:
   """What every rollout of `task` starts from: the system prompt and the instruction (as
   `compoworld.episode.run_episode` gives them to an agent)."""

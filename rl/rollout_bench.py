@@ -28,7 +28,14 @@ from compoworld.tasks import Task
 from configs.sft import get_config as sft_config
 from rl.chat import IM_END, SPECIAL_TOKENS, ChatRenderer, assistant_body
 from rl.corpus import build_corpus
-from rl.rollout import RolloutConfig, RolloutEngine, append_ids, make_sampler, sample_turn
+from rl.rollout import (
+  RolloutConfig,
+  RolloutEngine,
+  append_ids,
+  make_sampler,
+  sample_turn,
+  scripted_sampler,
+)
 from rl.tokenizer import SentencePieceTokenizer
 
 #: Tunix 0.1.7's sampler on this kind of machine, batch 8 x 64-token prompts x 128 new tokens.
@@ -149,7 +156,8 @@ def recompute_throughput(
 
 def oracle_sampler(renderer: ChatRenderer, tasks: Sequence[Task], num_rollouts: int):
   """A sampler that makes row g * N + i say what the oracle agent says on task g, turn by turn
-  (the policy's text is scripted; the engine, caches and environment do their real work)."""
+  (the policy's text is scripted; the engine, caches and environment do their real work), and
+  the longest turn in ids."""
   scripts = []
   for task in tasks:
     trajectory, _ = run_episode(OracleAgent(), task)
@@ -159,19 +167,8 @@ def oracle_sampler(renderer: ChatRenderer, tasks: Sequence[Task], num_rollouts: 
       if m["role"] == "assistant"
     ]
     scripts += [turns] * num_rollouts
-  n_turns = max(len(t) for t in scripts)
-  longest = max(len(ids) for t in scripts for ids in t)
-  table = np.full((len(scripts), n_turns, longest), renderer.im_end_id, np.int32)
-  for r, turns in enumerate(scripts):
-    for t, ids in enumerate(turns):
-      table[r, t, : len(ids)] = ids
-  table_rtl = jnp.asarray(table)
-
-  def sample(logits_bv, key_b, step, row_b, turn_b):
-    del logits_bv, key_b
-    return table_rtl[row_b, jnp.minimum(turn_b, n_turns - 1), jnp.minimum(step, longest - 1)]
-
-  return sample, longest
+  longest = max(len(ids) for turns in scripts for ids in turns)
+  return scripted_sampler(scripts, renderer.im_end_id), longest
 
 
 def rollout_throughput(

@@ -21,6 +21,7 @@ from rl.rollout import (
   RolloutConfig,
   RolloutEngine,
   categorical,
+  scripted_sampler,
   start_conversation,
   top_p_filter,
 )
@@ -65,23 +66,11 @@ def oracle_turns(task):
   return [*turns, task.reference_answer or "Done."]
 
 
-def scripted_sampler(renderer, scripts):
+def script_sampler(renderer, scripts):
   """A sampler that emits `scripts[row][turn]` (text, then <|im_end|>) whatever the logits."""
-  rows = [[renderer.encode_text(text + IM_END) for text in turns] for turns in scripts]
-  turns = max(len(t) for t in rows)
-  longest = max(len(ids) for t in rows for ids in t)
-  assert longest <= SCRIPT_TOKENS
-  table = np.full((len(rows), turns, longest), renderer.im_end_id, np.int32)
-  for r, row in enumerate(rows):
-    for t, ids in enumerate(row):
-      table[r, t, : len(ids)] = ids
-  table = jnp.asarray(table)
-
-  def sample(logits_bv, key_b, step, row_b, turn_b):
-    del logits_bv, key_b
-    return table[row_b, jnp.minimum(turn_b, turns - 1), jnp.minimum(step, longest - 1)]
-
-  return sample
+  ids = [[renderer.encode_text(text + IM_END) for text in turns] for turns in scripts]
+  assert max(len(i) for turns in ids for i in turns) <= SCRIPT_TOKENS
+  return scripted_sampler(ids, renderer.im_end_id)
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +104,7 @@ def scripted_engine(model, renderer, script, max_turns):
     max_total_tokens=SCRIPT_TOTAL,
     temperature=TEMPERATURE,
   )
-  sampler = scripted_sampler(renderer, script)
+  sampler = script_sampler(renderer, script)
   # Batch buckets of 2 and 4: finished rows are compacted away, and the pieces of a tool result
   # that only some rows need run on those rows alone (gathered, then written back).
   return RolloutEngine(model, renderer, config, sampler=sampler, append_chunk=64, min_batch=2)
