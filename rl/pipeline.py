@@ -6,11 +6,14 @@ held-out compositions before SFT (its random initialisation), after SFT and afte
 writes under its own directory of the run::
 
   library/  tasks/  split/  trajectories/{train,eval}/  policy_init/  sft/  grpo/
-  eval/{oracle,before_sft,after_sft,after_grpo}/  report.md  summary.json  *.png
+  eval/{before_sft,after_sft,after_grpo}/  report.md  summary.json  *.png
+
+The oracle's play of the held-out tasks (``trajectories/eval``) is the table's ceiling row.
 
 A stage left out of ``stages`` reads what an earlier run wrote there, so ``stages=("eval",)``
 re-evaluates the policies of a finished run. The building blocks (``make_tasks``, ``init_policy``,
-``evaluate_policy``, ...) are also what the paper's experiments (``rl.experiments``) are made of.
+``evaluate_policy``, ...) are also what the paper's experiments (``rl.sft_experiments``,
+``rl.reweighting``) are made of.
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ from rl.policy import POLICY_DIR, RequestError
 from rl.policy_agent import PolicyAgent
 
 STAGES = ("library", "tasks", "split", "trajectories", "sft", "grpo", "eval")
-#: The policies evaluated, in order, and the training stage each comes from.
-POLICIES = {"before_sft": "sft", "after_sft": "sft", "after_grpo": "grpo"}
+#: The policies evaluated, in order.
+POLICIES = ("before_sft", "after_sft", "after_grpo")
 
 
 # --- progress --------------------------------------------------------------------------------
