@@ -1,8 +1,8 @@
 """Times one GRPO step on the SFT benchmark's reference shape, split into sampling and update.
 
 ``python -m experiments.bench_grpo --workdir=DIR``: vocab 8192, hidden 256, 4 layers, 4 query /
-2 KV heads of dim 64, 8 experts top-2 of width 256 (``experiments.bench_train``'s model; every
-layer full attention unless ``--hybrid``). A step is 2 random 64-token prompts x N rollouts x 128
+2 KV heads of dim 64, 8 experts top-2 of width 256 (``rl.sft.reference_model_config``, the SFT
+benchmark's model; every layer full attention unless ``--hybrid``). A step is 2 random 64-token prompts x N rollouts x 128
 new tokens: sampling = the rollout engine's device path (prefill each prompt once, copy its cache
 to its N rows, ``rl.rollout.sample_turn`` at temperature 1 with the tempered log-probs recorded;
 no stop token, so every rollout is exactly 128 tokens); update = batch assembly, rewards, group
@@ -25,7 +25,7 @@ from experiments.common import write_summary
 from rl import grpo
 from rl.grpo_loss import GRPOLossConfig
 from rl.rollout import Rollout, make_sampler, sample_turn, take_rows
-from rl.sft import measure_matmul_peak
+from rl.sft import measure_matmul_peak, reference_model_config
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/bench_grpo", "Where summary.json goes.")
 _STEPS = flags.DEFINE_integer("steps", 5, "Timed steps per shape (after one compiling step).")
@@ -36,25 +36,6 @@ _NEW = flags.DEFINE_integer("new_tokens", 128, "Tokens sampled per rollout.")
 _BACKEND = flags.DEFINE_enum("moe_backend", "sort", list(models.config.MOE_BACKENDS), "MoE kernel.")
 _HYBRID = flags.DEFINE_bool("hybrid", False, "Gated DeltaNet in 3 of 4 layers.")
 TUNIX_STEP_S = 2.9  # 2 prompts x 4 rollouts
-
-
-def reference_config() -> models.ModelConfig:
-  return models.ModelConfig(
-    vocab_size=8192,
-    d_model=256,
-    num_layers=4,
-    full_attention_interval=4 if _HYBRID.value else 1,
-    num_heads=4,
-    num_kv_heads=2,
-    head_dim=64,
-    partial_rotary_factor=1.0,
-    num_experts=8,
-    num_experts_per_tok=2,
-    expert_dim=256,
-    shared_expert_dim=0,
-    moe_backend=_BACKEND.value,
-    tie_embeddings=False,
-  )
 
 
 def bench_shape(model_config: models.ModelConfig, n: int) -> dict:
@@ -142,7 +123,9 @@ def bench_shape(model_config: models.ModelConfig, n: int) -> dict:
 
 def main(argv):
   del argv
-  model_config = reference_config()
+  model_config = reference_model_config(
+    moe_backend=_BACKEND.value, full_attention_interval=4 if _HYBRID.value else 1
+  )
   shapes = [bench_shape(model_config, int(n)) for n in _ROLLOUTS.value]
   summary = {
     "shapes": shapes,
