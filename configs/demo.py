@@ -35,12 +35,18 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.library.specs = ""  # an MCP spec corpus; "" = the hand-written services' own exported specs
   c.library.workers = 1  # processes compiling services
 
+  c.sft = sft.get_config("tiny")  # data.trajectories is set to the generated train split
+  c.grpo = _grpo_config("tiny")  # init and tasks are set to the SFT policy and the train split
+
+  # Tasks as the tiny SFT recipe is sized for (K, walk lengths, distractors), more of them: the
+  # held-out split needs service sets to spare.
+  g = c.sft.generate
   c.tasks = ml_collections.ConfigDict()
   c.tasks.num_tasks = 112  # task indices generated (nearly every index yields a task)
-  c.tasks.num_services = 2  # K
-  c.tasks.min_walk = 3  # walk length L bounds
-  c.tasks.max_walk = 4
-  c.tasks.num_distractors = 2
+  c.tasks.num_services = g.num_services  # K
+  c.tasks.min_walk = g.min_walk  # walk length L bounds
+  c.tasks.max_walk = g.max_walk
+  c.tasks.num_distractors = g.num_distractors
   c.tasks.workers = 1  # processes generating tasks
 
   c.split = ml_collections.ConfigDict()
@@ -53,12 +59,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.eval.samples = 1  # k samples per task
   c.eval.max_turns = 32  # assistant turns before an episode is cut (the oracle needs ~21)
   c.eval.max_new_tokens = 128  # tokens per assistant turn
-  c.eval.max_context = 4096  # prompt + generated; a full context ends the episode
+  c.eval.max_context = c.sft.data.seq_len  # prompt + generated, as trained; when full: episode ends
   c.eval.temperature = 0.0  # greedy
-
-  c.sft = sft.get_config("tiny")  # data.trajectories is set to the generated train split
-  c.sft.data.num_epochs = 3  # the paper's three epochs (tiny: 2); 72 steps here
-  c.grpo = _grpo_config("tiny")  # init and tasks are set to the SFT policy and the train split
 
   if variant == "test":
     c.tasks.num_tasks = 32
@@ -68,6 +70,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.eval.max_context = 2048
     c.sft.max_steps = 2
     c.sft.data.batch_size = 2
+    c.sft.data.seq_len = 2048
     c.sft.tokenizer.vocab_size = 1024
     c.sft.eval_every = 2
     c.sft.checkpoint.every = 2
