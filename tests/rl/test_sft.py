@@ -256,6 +256,27 @@ def run_config(files: Path, **changes):
   return config
 
 
+def test_data_stats_report_lengths_truncation_and_packing(run_files, tokenizer):
+  from compoworld.trajectories import load_trajectories
+  from rl.chat import ChatRenderer
+
+  records = load_trajectories(run_files / "sft.jsonl")
+  renderer = ChatRenderer(tokenizer, ())
+  lengths = sorted(len(renderer.render(r["messages"])) for r in records)
+  fits = sft.data_stats(
+    records, renderer, run_config(run_files, **{"data.seq_len": 3 * lengths[-1]})
+  )
+  assert fits["trajectories"] == len(records) and fits["overlong_share"] == 0.0
+  assert fits["length_percentiles"]["0"] == lengths[0]
+  assert fits["length_percentiles"]["100"] == lengths[-1]
+  assert fits["loss_tokens_past_row_end_share"] == 0.0
+  assert 0 < fits["packing_efficiency"] <= 1 and fits["segments_per_row"] > 1  # several per row
+  cut = sft.data_stats(records, renderer, run_config(run_files, **{"data.seq_len": lengths[0]}))
+  assert cut["overlong_share"] == np.mean(np.asarray(lengths) > lengths[0] + 1) > 0.5
+  assert 0 < cut["loss_tokens_past_row_end_share"] < 1
+  assert cut["segments_per_row"] == 1.0  # a cut trajectory fills its row alone
+
+
 @pytest.mark.slow  # three runs, ~140 s on 2 cores
 def test_kill_and_resume_gives_the_same_next_losses(tmp_path, run_files):
   base = {"max_steps": 5, "checkpoint.every": 2}
