@@ -400,13 +400,15 @@ def run_evaluation(
   max_turns: int = MAX_TURNS,
   base_url: str | None = None,
   temperature: float = 0.0,
+  agent_kwargs: dict[str, Any] | None = None,
   progress: bool = True,
   plots: bool = True,
 ) -> dict[str, Any]:
   """Evaluates the agent spec ``agent`` on a task file; writes ``results.jsonl``,
   ``results.md`` and plots under ``workdir`` and returns the summary (the caller writes it as
-  ``summary.json``)."""
+  ``summary.json``). ``agent_kwargs`` go to the agent's constructor beside the spec's own."""
   name, kwargs = resolve_agent(agent, base_url=base_url, temperature=temperature)
+  kwargs = {**kwargs, **(agent_kwargs or {})}
   tasks = load_tasks(tasks_file)
   if not tasks:
     raise ValueError(f"{tasks_file}: no tasks in the file")

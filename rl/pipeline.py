@@ -29,13 +29,12 @@ from typing import Any
 import ml_collections
 
 from compoworld.build import build_library
-from compoworld.evaluation import evaluate, markdown, split_info, summarize
+from compoworld.evaluation import run_evaluation
 from compoworld.generate import generate_tasks
 from compoworld.splits import split_by_composition
 from compoworld.tasks import Task, load_tasks, save_tasks
 from compoworld.trajectories import SFT_FILE, TRAJECTORIES_FILE, collect_trajectories
-from rl.policy import POLICY_DIR, RequestError
-from rl.policy_agent import PolicyAgent
+from rl.policy import POLICY_DIR
 
 STAGES = ("library", "tasks", "split", "trajectories", "sft", "grpo", "eval")
 #: The policies evaluated, in order.
@@ -122,29 +121,15 @@ def init_policy(
   """The policy SFT starts from, exported to ``out``: the SFT config's model at its seed, with
   the tokenizer trained on ``trajectories``, which is saved in ``sft_dir`` too so that SFT
   trains with the very same one."""
-  import models
   from rl.policy import save_policy
-  from rl.sft import _model_config, get_tokenizer
+  from rl.sft import build_model, get_tokenizer
 
   sft_dir.mkdir(parents=True, exist_ok=True)
   tokenizer = get_tokenizer(sft_config, sft_dir, trajectories)
   tokenizer.save(sft_dir)
-  model = models.create_model(_model_config(sft_config, tokenizer.vocab_size), seed=sft_config.seed)
+  model, _ = build_model(sft_config, tokenizer.vocab_size)
   save_policy(out, model, tokenizer, 0)
   return out
-
-
-class BoundedPolicyAgent(PolicyAgent):
-  """The checkpoint agent, whose episode ends (an empty final answer) once its context is full,
-  so the verifier scores the state reached, as a rollout cut at its token budget is scored."""
-
-  def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
-    try:
-      return super().act(messages, tools)
-    except RequestError as err:
-      if err.param != "messages":
-        raise
-      return {"role": "assistant", "content": ""}
 
 
 def evaluate_policy(
@@ -158,36 +143,23 @@ def evaluate_policy(
   """The policy in ``policy_dir`` on a task file (``cfg`` as ``configs/demo.py``'s ``eval``):
   writes ``results.jsonl``, ``results.md`` and ``summary.json`` under ``workdir`` and returns
   the summary, with the split recorded when the file is a split's ``eval.jsonl``."""
-  t0 = time.perf_counter()
-  policy_dir, workdir = Path(policy_dir), Path(workdir)
-
-  def make() -> BoundedPolicyAgent:
-    return BoundedPolicyAgent(
-      policy_dir,
-      temperature=cfg.temperature,
-      seed=seed,
-      max_context=cfg.max_context,
-      default_max_tokens=cfg.max_new_tokens,
-    )
-
-  results = evaluate(
-    load_tasks(tasks_file), make, k=cfg.samples, max_turns=cfg.max_turns, progress=progress
+  summary = run_evaluation(
+    tasks_file,
+    workdir,
+    f"checkpoint:{policy_dir}",
+    k=cfg.samples,
+    max_turns=cfg.max_turns,
+    temperature=cfg.temperature,
+    # A full context ends the episode (the checkpoint agent answers with nothing more).
+    agent_kwargs={
+      "seed": seed,
+      "max_context": cfg.max_context,
+      "default_max_tokens": cfg.max_new_tokens,
+    },
+    progress=progress,
+    plots=False,
   )
-  workdir.mkdir(parents=True, exist_ok=True)
-  with open(workdir / "results.jsonl", "w", encoding="utf-8") as f:
-    for result in results:
-      f.write(json.dumps(result, sort_keys=True, ensure_ascii=False) + "\n")
-  summary = {
-    "agent": f"checkpoint:{policy_dir}",
-    "tasks_file": str(tasks_file),
-    "split": split_info(tasks_file),
-    "k": cfg.samples,
-    "max_turns": cfg.max_turns,
-    **summarize(results),
-  }
-  (workdir / "results.md").write_text(markdown(summary), encoding="utf-8")
-  summary["seconds"] = round(time.perf_counter() - t0, 2)
-  _write_json(workdir / "summary.json", summary)
+  _write_json(Path(workdir) / "summary.json", summary)
   return summary
 
 

@@ -47,6 +47,10 @@ class RequestError(ValueError):
     self.param = param
 
 
+class ContextFull(RequestError):
+  """The conversation leaves no room for another generated token."""
+
+
 # --- checkpoints -----------------------------------------------------------------------------
 
 
@@ -305,7 +309,7 @@ class Policy:
       raise RequestError(f"messages do not render in the chat format: {err}", "messages") from err
     budget = self.max_context - len(prompt) - len(forced)
     if budget < 1:
-      raise RequestError(
+      raise ContextFull(
         f"the prompt is {len(prompt) + len(forced)} tokens; the context is {self.max_context}",
         "messages",
       )

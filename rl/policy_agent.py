@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from compoworld.agents import Agent, register_agent
-from rl.policy import Policy
+from rl.policy import ContextFull, Policy
 
 
 @functools.cache
@@ -48,11 +48,16 @@ class PolicyAgent(Agent):
   def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
     # A different seed per turn: sampled turns must not repeat one another.
     self._turn += 1
-    completion = self.policy.chat(
-      messages,
-      tools,
-      temperature=self.temperature,
-      max_tokens=self.max_tokens,
-      seed=self.seed * 100_003 + self._turn,
-    )
+    try:
+      completion = self.policy.chat(
+        messages,
+        tools,
+        temperature=self.temperature,
+        max_tokens=self.max_tokens,
+        seed=self.seed * 100_003 + self._turn,
+      )
+    except ContextFull:
+      # The context is full: the episode ends here and the verifier scores the state reached,
+      # as a rollout cut at its token budget is scored.
+      return {"role": "assistant", "content": ""}
     return completion.message()

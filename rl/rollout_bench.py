@@ -36,31 +36,11 @@ from rl.rollout import (
   sample_turn,
   scripted_sampler,
 )
+from rl.sft import reference_model_config
 from rl.tokenizer import SentencePieceTokenizer
 
 #: Tunix 0.1.7's sampler on this kind of machine, batch 8 x 64-token prompts x 128 new tokens.
 TUNIX_SAMPLER_TOKENS_PER_S = 1100.0
-
-
-def reference_model_config(moe_backend: str = "sort", hybrid: bool = False) -> models.ModelConfig:
-  """The SFT benchmark's reference shape (experiments/bench_train.py): vocab 8192, hidden 256,
-  4 layers of 4 query / 2 KV heads of dim 64, 8 experts top-2 of width 256, untied embeddings."""
-  return models.ModelConfig(
-    vocab_size=8192,
-    d_model=256,
-    num_layers=4,
-    full_attention_interval=4 if hybrid else 1,
-    num_heads=4,
-    num_kv_heads=2,
-    head_dim=64,
-    partial_rotary_factor=1.0,
-    num_experts=8,
-    num_experts_per_tok=2,
-    expert_dim=256,
-    shared_expert_dim=0,
-    moe_backend=moe_backend,
-    tie_embeddings=False,
-  )
 
 
 def timed(fn: Callable[[int], Any], repeats: int) -> tuple[float, float]:
@@ -263,7 +243,7 @@ def run_benchmarks(
   recomputed = recompute_throughput(tiny, batch, prompt_len, new_tokens, repeats)
   bar.update()
   reference = sampler_throughput(
-    reference_model_config(moe_backend), batch, prompt_len, new_tokens, repeats
+    reference_model_config(moe_backend=moe_backend), batch, prompt_len, new_tokens, repeats
   )
   bar.update()
   bar.close()

@@ -531,16 +531,17 @@ def build_model(
   of ``model.name`` with the overrides and a vocabulary of at least `vocab_size` ids."""
   if config.model.init_from:
     overrides = {k: v for k, v in dict(config.model.overrides).items() if k in RUNTIME_FIELDS}
-    model, model_config = models.from_pretrained(config.model.init_from, mesh=mesh, **overrides)
+    model, cfg = models.from_pretrained(config.model.init_from, mesh=mesh, **overrides)
   else:
-    model_config = _model_config(config, vocab_size)
-    model = models.create_model(model_config, seed=config.seed, mesh=mesh)
-  if model_config.vocab_size < vocab_size:
-    raise ValueError(f"model vocab {model_config.vocab_size} < the tokenizer's {vocab_size}")
-  return model, model_config
+    cfg = model_config(config, vocab_size)
+    model = models.create_model(cfg, seed=config.seed, mesh=mesh)
+  if cfg.vocab_size < vocab_size:
+    raise ValueError(f"model vocab {cfg.vocab_size} < the tokenizer's {vocab_size}")
+  return model, cfg
 
 
-def _model_config(config: ml_collections.ConfigDict, vocab_size: int) -> models.ModelConfig:
+def model_config(config: ml_collections.ConfigDict, vocab_size: int) -> models.ModelConfig:
+  """The model config an SFT config trains from scratch, for a tokenizer of ``vocab_size``."""
   overrides = dict(config.model.overrides)
   # Round the vocabulary up so the "vocab" axis splits over any tensor width.
   overrides.setdefault("vocab_size", -(-vocab_size // 128) * 128)

@@ -7,27 +7,30 @@ import pytest
 
 from compoworld.tasks import load_tasks
 from configs.demo import get_config
-from rl.pipeline import STAGES, BoundedPolicyAgent, one_per_composition, run
-from rl.policy import RequestError
+from rl.pipeline import STAGES, one_per_composition, run
+from rl.policy import ContextFull, RequestError
+from rl.policy_agent import PolicyAgent
 
 HAS_GRPO = importlib.util.find_spec("rl.grpo") is not None
 
 
-class _FullContext:
-  """A policy whose context is always full (or whose request is otherwise bad)."""
+class _Refusing:
+  """A policy that refuses every request with ``error``."""
 
-  def __init__(self, param):
-    self.param = param
+  def __init__(self, error):
+    self.error = error
 
   def chat(self, messages, tools, **kwargs):
-    raise RequestError("the prompt is 5000 tokens; the context is 4096", self.param)
+    raise self.error
 
 
 def test_a_full_context_ends_the_episode_and_other_errors_propagate():
-  agent = BoundedPolicyAgent(policy=_FullContext("messages"))
+  full = ContextFull("the prompt is 5000 tokens; the context is 4096", "messages")
+  agent = PolicyAgent(policy=_Refusing(full))
   assert agent.act([{"role": "user", "content": "hi"}], []) == {"role": "assistant", "content": ""}
-  with pytest.raises(RequestError):
-    BoundedPolicyAgent(policy=_FullContext("max_tokens")).act([], [])
+  with pytest.raises(RequestError, match="do not render"):
+    bad = RequestError("messages do not render in the chat format: x", "messages")
+    PolicyAgent(policy=_Refusing(bad)).act([], [])
 
 
 def test_bad_stages_and_missing_inputs_fail_clearly(tmp_path):
