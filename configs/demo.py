@@ -34,6 +34,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.library = ml_collections.ConfigDict()
   c.library.specs = ""  # an MCP spec corpus; "" = the hand-written services' own exported specs
   c.library.workers = 1  # processes compiling services
+  # Compose the compiled services into the generated tasks too (beside the hand-written ones).
+  # Off by default: without a corpus the compiled services are copies of the hand-written ones.
+  c.library.compose = False
 
   c.sft = sft.get_config("tiny")  # data.trajectories is set to the generated train split
   c.grpo = _grpo_config("tiny")  # init and tasks are set to the SFT policy and the train split

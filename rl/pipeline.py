@@ -28,8 +28,9 @@ from typing import Any
 
 import ml_collections
 
-from compoworld.build import build_library
+from compoworld.build import build_library, load_compiled_library
 from compoworld.evaluation import run_evaluation
+from compoworld.facets import facets
 from compoworld.generate import generate_tasks
 from compoworld.splits import split_by_composition
 from compoworld.tasks import Task, load_tasks, save_tasks
@@ -248,6 +249,8 @@ def run(
       library["specs"] = config.library.specs
       _write_json(paths["library"] / "summary.json", library)
   library = _read_json(paths["library"] / "summary.json", "library")
+  if config.library.get("compose"):  # every later stage may meet tasks over compiled services
+    load_compiled_library(paths["library"], facets=facets.load())
 
   if "tasks" in stages:
     with stage("tasks"):

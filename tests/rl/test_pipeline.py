@@ -2,6 +2,8 @@
 
 import importlib.util
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -74,3 +76,31 @@ def test_pipeline_end_to_end_at_a_minimal_size(tmp_path):
   # a rerun of the evaluation alone reads the earlier stages' files
   again = run(get_config("test"), tmp_path, ["eval"])
   assert again["evaluation"]["after_sft"] == summary["evaluation"]["after_sft"]
+
+
+_COMPOSE = """
+import sys
+from configs.demo import get_config
+from rl.pipeline import run
+
+config = get_config("test")
+config.library.compose = True
+config.tasks.num_tasks = 12
+try:
+  run(config, sys.argv[1], ["library", "tasks", "split", "trajectories"])
+except FileNotFoundError as err:  # the SFT stage was left out, and nothing before it failed
+  assert "'sft' stage" in str(err), err
+"""
+
+
+@pytest.mark.slow
+def test_compiled_services_are_composed_into_tasks_the_oracle_solves(tmp_path):
+  # A subprocess: loading the compiled library changes the process-wide service registry.
+  subprocess.run([sys.executable, "-c", _COMPOSE, str(tmp_path)], check=True, timeout=600)
+  tasks = load_tasks(tmp_path / "tasks" / "tasks.jsonl")
+  manifest = json.loads((tmp_path / "library" / "manifest.json").read_text())
+  compiled = {service["name"] for service in manifest["services"]}
+  assert any(set(task.services) & compiled for task in tasks)
+  for part in ("train", "eval"):
+    summary = json.loads((tmp_path / "trajectories" / part / "summary.json").read_text())
+    assert summary["rejected"] == 0 and summary["success_rate"] == 1.0, summary
