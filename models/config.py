@@ -48,6 +48,9 @@ class ModelConfig:
   shared_expert_dim: int = 32
   moe_backend: str = "ragged_dot"  # one of MOE_BACKENDS
   moe_tile: int = 0  # rows per tile of the "sort" backend; 0 chooses from the token count
+  # Token groups routed and dispatched independently (each sorts only its own rows), split along
+  # the batch; 0: one per batch shard of the mesh, so dispatch stays local to each device.
+  moe_groups: int = 0
   router_aux_loss_coef: float = 0.001  # weight of the load-balancing loss in the training loss
 
   rms_norm_eps: float = 1e-6
@@ -79,8 +82,8 @@ class ModelConfig:
       raise ValueError(f"top-{self.num_experts_per_tok} of {self.num_experts} experts")
     if self.rotary_dim % 2 or not 0 < self.partial_rotary_factor <= 1:
       raise ValueError(f"rotary dim {self.rotary_dim} must be even and within head_dim")
-    if self.shared_expert_dim < 0 or self.moe_tile < 0:
-      raise ValueError("shared_expert_dim and moe_tile must be >= 0")
+    if self.shared_expert_dim < 0 or self.moe_tile < 0 or self.moe_groups < 0:
+      raise ValueError("shared_expert_dim, moe_tile and moe_groups must be >= 0")
     if self.moe_backend not in MOE_BACKENDS:
       raise ValueError(f"moe_backend={self.moe_backend!r}; valid: {MOE_BACKENDS}")
     if self.remat not in REMAT_POLICIES:

@@ -6,10 +6,17 @@ Three interchangeable dispatch backends compute sum_k w_nk * expert_{e_nk}(x_n):
   "sort":       sort the rows by expert, pad each group to whole tiles and loop over the used
                 tiles (`models.tiled_experts`) — sparsity that is real on CPU.
   "loop":       every expert on every token, weighted by the routing — the test reference.
+
+Tokens are split along the batch into groups, routed and dispatched independently (`moe_groups`;
+by default one group per batch shard of the mesh): every sort, gather and scatter then stays on
+the device that holds the group's tokens, instead of running over all B*T tokens, which SPMD can
+only do by replicating them. Each device gathers every expert's weights for its groups (no expert
+parallelism yet).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import jax
@@ -19,7 +26,7 @@ from flax import nnx, struct
 from models import sharding
 from models.config import ModelConfig
 from models.layers import SwiGLU, normal
-from models.tiled_experts import dispatch_sort
+from models.tiled_experts import dispatch_sort, dispatch_sort_groups, map_groups
 
 
 @struct.dataclass
@@ -102,6 +109,54 @@ DISPATCH: dict[str, Callable[..., jax.Array]] = {
 }
 
 
+def all_experts(w_edf: jax.Array) -> jax.Array:
+  """Every expert's weights on every device (an all-gather under a mesh): without expert
+  parallelism, any group of tokens may route to any expert."""
+  return sharding.constrain(w_edf, (None,) * w_edf.ndim)
+
+
+def dispatch_groups(
+  backend, x_gnd, weights_gnk, experts_gnk, w_gate_edf, w_up_edf, w_down_efd, tile, gather=None
+):
+  """`DISPATCH[backend]` on each group of tokens (leading axis G) independently; `gather` (if
+  any) runs on the expert weights first (the "sort" backend runs it again in the backward pass
+  instead of keeping its result)."""
+  weights = (w_gate_edf, w_up_edf, w_down_efd)
+  if backend == "sort":  # the tile loop runs once for all groups, so unused tiles stay skipped
+    return dispatch_sort_groups(x_gnd, weights_gnk, experts_gnk, *weights, tile, gather)
+  if gather:
+    weights = tuple(map(gather, weights))
+  dispatch = DISPATCH[backend]
+  groups = x_gnd.shape[0]
+  if backend == "ragged_dot" and groups > 1:
+    # ragged_dot batches only when every operand does: a copy of the experts per group, which
+    # is one per device when the groups are sharded.
+    weights = tuple(
+      sharding.constrain(jnp.broadcast_to(w, (groups, *w.shape)), ("act_batch", None, None, None))
+      for w in weights
+    )
+    return jax.vmap(lambda x, w, e, *ws: dispatch(x, w, e, *ws, tile))(
+      x_gnd, weights_gnk, experts_gnk, *weights
+    )
+  return map_groups(
+    lambda x, w, e: dispatch(x, w, e, *weights, tile), x_gnd, weights_gnk, experts_gnk
+  )
+
+
+def num_groups(config: ModelConfig, batch: int) -> int:
+  """Token groups of the MoE for `batch` rows: `config.moe_groups`, or with 0 one per batch shard
+  of the current mesh (1 without a mesh), as far as the rows divide evenly."""
+  if config.moe_groups:
+    if batch % config.moe_groups:
+      raise ValueError(f"moe_groups={config.moe_groups} does not divide the batch of {batch}")
+    return config.moe_groups
+  return math.gcd(batch, sharding.mesh_shards("act_batch"))
+
+
+_GATE_UP_AXES = ("expert", "embed", "expert_mlp")
+_DOWN_AXES = ("expert", "expert_mlp", "embed")
+
+
 class MoE(nnx.Module):
   """Routed SwiGLU experts plus a shared SwiGLU expert scaled by sigmoid(x w_shared_gate)."""
 
@@ -109,9 +164,9 @@ class MoE(nnx.Module):
     d, e, f = config.d_model, config.num_experts, config.expert_dim
     init, dtype, p = normal(config.init_std), config.weight_dtype, rngs.params
     self.w_router_de = sharding.param(init, p(), (d, e), ("embed", None), dtype)
-    self.w_gate_edf = sharding.param(init, p(), (e, d, f), ("expert", "embed", "expert_mlp"), dtype)
-    self.w_up_edf = sharding.param(init, p(), (e, d, f), ("expert", "embed", "expert_mlp"), dtype)
-    self.w_down_efd = sharding.param(init, p(), (e, f, d), ("expert", "expert_mlp", "embed"), dtype)
+    self.w_gate_edf = sharding.param(init, p(), (e, d, f), _GATE_UP_AXES, dtype)
+    self.w_up_edf = sharding.param(init, p(), (e, d, f), _GATE_UP_AXES, dtype)
+    self.w_down_efd = sharding.param(init, p(), (e, f, d), _DOWN_AXES, dtype)
     self.shared = SwiGLU(config, config.shared_expert_dim, rngs=rngs)
     self.w_shared_gate_d = sharding.param(init, p(), (d,), ("embed",), dtype)
     self.config = config
@@ -122,16 +177,32 @@ class MoE(nnx.Module):
     """`mask_bt` excludes padding from the statistics (not from the computation)."""
     cfg, dtype = self.config, self.config.compute_dtype
     b, t, d = x_btd.shape
-    x_nd = x_btd.reshape(b * t, d).astype(dtype)
+    groups = num_groups(cfg, b)
+    x_btd = x_btd.astype(dtype)
+    # Groups are whole batch rows, in order, so group g lives where batch shard g does.
+    x_gnd = sharding.constrain(x_btd.reshape(groups, -1, d), ("act_batch", None, "act_embed"))
     # The router runs in float32: near-tied logits in bfloat16 flip the top-k selection.
-    logits_ne = x_nd.astype(jnp.float32) @ self.w_router_de[...].astype(jnp.float32)
-    probs_ne, weights_nk, experts_nk = route(logits_ne, cfg.num_experts_per_tok)
-    dispatch = DISPATCH[backend or cfg.moe_backend]
-    weights = (self.w_gate_edf, self.w_up_edf, self.w_down_efd)
-    routed_nd = dispatch(
-      x_nd, weights_nk, experts_nk, *(w[...].astype(dtype) for w in weights), cfg.moe_tile
+    logits_gne = x_gnd.astype(jnp.float32) @ self.w_router_de[...].astype(jnp.float32)
+    probs_gne, weights_gnk, experts_gnk = route(logits_gne, cfg.num_experts_per_tok)
+
+    # Still sharded like the parameters: what the backward pass keeps of them between the passes.
+    experts = [
+      sharding.constrain(w[...].astype(dtype), names)
+      for w, names in zip(
+        (self.w_gate_edf, self.w_up_edf, self.w_down_efd),
+        (_GATE_UP_AXES, _GATE_UP_AXES, _DOWN_AXES),
+        strict=True,
+      )
+    ]
+    routed_gnd = dispatch_groups(
+      backend or cfg.moe_backend,
+      *(x_gnd, weights_gnk, experts_gnk, *experts, cfg.moe_tile),
+      gather=all_experts,
     )
-    shared_gate_n1 = jax.nn.sigmoid(x_nd @ self.w_shared_gate_d[...].astype(dtype))[:, None]
-    out_nd = routed_nd + shared_gate_n1 * self.shared(x_nd)
+    routed_gnd = sharding.constrain(routed_gnd, ("act_batch", None, "act_embed"))
+    shared_gate_bt1 = jax.nn.sigmoid(x_btd @ self.w_shared_gate_d[...].astype(dtype))[..., None]
+    out_btd = routed_gnd.reshape(b, t, d) + shared_gate_bt1 * self.shared(x_btd)
     mask_n = jnp.ones((b * t,), bool) if mask_bt is None else mask_bt.reshape(-1)
-    return out_nd.reshape(b, t, d), load_balancing(probs_ne, experts_nk, mask_n)
+    n, e = b * t, cfg.num_experts
+    stats = load_balancing(probs_gne.reshape(n, e), experts_gnk.reshape(n, -1), mask_n)
+    return out_btd, stats

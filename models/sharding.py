@@ -89,6 +89,16 @@ def param(init, key: jax.Array, shape: Sequence[int], names: Sequence[str | None
   return nnx.Param(init(key, tuple(shape), dtype), out_sharding=tuple(names))
 
 
+def mesh_shards(name: str) -> int:
+  """How many ways the current mesh splits logical axis `name` (1 when no mesh is set)."""
+  mesh = jax.sharding.get_abstract_mesh()
+  if mesh.empty:
+    return 1
+  axes = _RULES[name]
+  axes = () if axes is None else (axes,) if isinstance(axes, str) else axes
+  return math.prod(mesh.shape[a] for a in axes)
+
+
 def constrain(x: jax.Array, names: Sequence[str | None]) -> jax.Array:
   """Pins an activation's sharding by logical names; a no-op when no mesh is set."""
   if jax.sharding.get_abstract_mesh().empty:

@@ -4,8 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
-from models.moe import DISPATCH, load_balancing, route
+from models import get_config, use_mesh
+from models.moe import DISPATCH, MoE, dispatch_groups, load_balancing, num_groups, route
 from models.tiled_experts import sort_tile_rows
 
 N, D, F, E, K = 48, 16, 8, 8, 2
@@ -20,24 +22,41 @@ def _weights(seed=0):
   ]
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _loss_and_grads(backend, tile, skew, *weights):
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _loss_and_grads(backend, tile, groups, skew, *weights):
+  """groups=0: `DISPATCH[backend]` on all N tokens; else `dispatch_groups` on `groups` groups."""
+
   def loss(x, w_router, w_gate, w_up, w_down):
     logits = x @ w_router + skew * jnp.arange(E)  # skew > 0 sends most rows to the last experts
     _, weights, experts = route(logits, K)
-    out = DISPATCH[backend](x, weights, experts, w_gate, w_up, w_down, tile)
+    if groups:
+      x, weights, experts = (a.reshape(groups, N // groups, -1) for a in (x, weights, experts))
+      out = dispatch_groups(backend, x, weights, experts, w_gate, w_up, w_down, tile)
+    else:
+      out = DISPATCH[backend](x, weights, experts, w_gate, w_up, w_down, tile)
     return jnp.sum(jnp.sin(out))
 
   return jax.value_and_grad(loss, argnums=range(5))(*weights)
 
 
 @pytest.mark.parametrize(
-  ("backend", "tile", "skew"),
-  [("ragged_dot", 0, 0.0), ("sort", 0, 0.0), ("sort", 4, 0.0), ("sort", 4, 50.0)],
+  ("backend", "tile", "groups", "skew"),
+  [
+    ("ragged_dot", 0, 0, 0.0),
+    ("sort", 0, 0, 0.0),
+    ("sort", 4, 0, 0.0),
+    ("sort", 4, 0, 50.0),
+    # Groups route their own tokens: the same result, each group sorted and tiled on its own.
+    ("loop", 0, 3, 0.0),
+    ("ragged_dot", 0, 4, 0.0),
+    ("sort", 0, 1, 0.0),
+    ("sort", 0, 4, 0.0),
+    ("sort", 4, 3, 50.0),
+  ],
 )
-def test_backends_agree_with_the_loop_reference(backend, tile, skew):
-  loss_ref, grads_ref = _loss_and_grads("loop", 0, skew, *_weights())
-  loss, grads = _loss_and_grads(backend, tile, skew, *_weights())
+def test_backends_agree_with_the_loop_reference(backend, tile, groups, skew):
+  loss_ref, grads_ref = _loss_and_grads("loop", 0, 0, skew, *_weights())
+  loss, grads = _loss_and_grads(backend, tile, groups, skew, *_weights())
   np.testing.assert_allclose(loss, loss_ref, rtol=1e-5)
   for g, g_ref in zip(grads, grads_ref, strict=True):  # x, router, gate, up, down
     np.testing.assert_allclose(g, g_ref, atol=2e-5, rtol=1e-4)
@@ -73,3 +92,23 @@ def test_load_balancing_golden_values():
 )
 def test_sort_tile_heights(rows, experts, tile):
   assert sort_tile_rows(rows, experts) == tile
+
+
+@pytest.mark.parametrize("backend", ["sort", "ragged_dot"])
+def test_moe_layer_groups_give_the_same_output_and_statistics(backend):
+  config = get_config("tiny", moe_backend=backend)
+  x = jnp.asarray(np.random.default_rng(1).normal(size=(4, 6, config.d_model)), jnp.float32)
+  mask = jnp.arange(6)[None, :] < jnp.array([6, 3, 5, 1])[:, None]
+  results = []
+  for groups in (1, 4):
+    with use_mesh(None):
+      moe = MoE(config.replace(moe_groups=groups), rngs=nnx.Rngs(0))
+    assert num_groups(moe.config, 4) == groups
+    results.append(moe(x, mask))
+  (out, stats), (out_g, stats_g) = results
+  np.testing.assert_allclose(out_g, out, atol=1e-6, rtol=1e-5)
+  np.testing.assert_allclose(stats_g.aux_loss, stats.aux_loss, rtol=1e-6)
+  np.testing.assert_allclose(stats_g.expert_load, stats.expert_load, rtol=1e-6)
+  assert num_groups(config, 4) == 1  # automatic, without a mesh: one group
+  with pytest.raises(ValueError, match="does not divide"):
+    num_groups(config.replace(moe_groups=3), 4)

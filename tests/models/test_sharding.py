@@ -50,5 +50,8 @@ def test_sharded_forward_and_backward_equal_unsharded():
   result = json.loads(run.stdout.strip().splitlines()[-1])
   assert result["expert_weight_spec"] == "P(None, None, 'expert', 'fsdp', 'tensor')"
   assert result["expert_shards"] == 8 and result["expert_shard_shape"] == [1, 3, 4, 32, 16]
-  assert abs(result["loss"] - result["loss_sharded"]) <= 1e-5
-  assert result["max_grad_diff"] <= 1e-5 * max(1.0, result["max_grad"])
+  assert result["moe_groups"] == 4  # group-local dispatch: one group per batch shard
+  assert set(result["backends"]) == {"ragged_dot", "sort"}
+  for check in result["backends"].values():
+    assert abs(check["loss"] - check["loss_sharded"]) <= 1e-5
+    assert check["max_grad_diff"] <= 1e-5 * max(1.0, check["max_grad"])
