@@ -515,6 +515,7 @@ class MetricWriter:
 RUNTIME_FIELDS = (
   "moe_backend",
   "moe_tile",
+  "moe_groups",
   "deltanet_chunk",
   "remat",
   "dtype",
