@@ -555,18 +555,8 @@ def train(
       eval_engine = _eval_engine(config, engine_factory, model, renderer)
 
     manager = sft._checkpoint_manager(workdir, config)
-    start, log = 0, {"history": [], "evals": []}  # per-step metrics; held-out evaluations
-    if manager.latest_step() is not None:
-      start = manager.latest_step()
-      abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
-      restored = manager.restore(
-        start,
-        args=ocp.args.Composite(
-          state=ocp.args.StandardRestore(abstract), log=ocp.args.JsonRestore()
-        ),
-      )
-      state, log = restored["state"], dict(restored["log"])
-      print(f"resumed from step {start} in {manager.directory}")
+    start, state, log = sft.restore_latest(manager, state, "log")
+    log = dict(log) if log is not None else {"history": [], "evals": []}  # per step; held out
     history, evals = log["history"], log["evals"]
 
     def sampling_state():

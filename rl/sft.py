@@ -556,6 +556,19 @@ def _checkpoint_manager(workdir: Path, config: ml_collections.ConfigDict):
   return ocp.CheckpointManager((workdir / CHECKPOINT_DIR).absolute(), options=options)
 
 
+def restore_latest(manager, state, extra: str) -> tuple[int, Any, Any]:
+  """The latest checkpoint's step, state (shaped and sharded like ``state``) and its JSON item
+  ``extra``; ``(0, state, None)`` when there is none."""
+  step = manager.latest_step()
+  if step is None:
+    return 0, state, None
+  abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
+  args = {"state": ocp.args.StandardRestore(abstract), extra: ocp.args.JsonRestore()}
+  restored = manager.restore(step, args=ocp.args.Composite(**args))
+  print(f"resumed from step {step} in {manager.directory}")
+  return step, restored["state"], restored[extra]
+
+
 def _save(manager, step: int, state, data_iter) -> None:
   manager.save(
     step,
@@ -636,19 +649,9 @@ def train(
       )
     )
     manager = _checkpoint_manager(workdir, config)
-    start = 0
-    if manager.latest_step() is not None:
-      start = manager.latest_step()
-      abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
-      restored = manager.restore(
-        start,
-        args=ocp.args.Composite(
-          state=ocp.args.StandardRestore(abstract), data=ocp.args.JsonRestore()
-        ),
-      )
-      state = restored["state"]
-      data_iter.set_state(restored["data"])
-      print(f"resumed from step {start} in {manager.directory}")
+    start, state, data_state = restore_latest(manager, state, "data")
+    if data_state is not None:
+      data_iter.set_state(data_state)
 
     flops_per_token = model_summary(model_config, config.data.seq_len)["flops_per_token"]
     peak = measure_matmul_peak(dtype=model_config.dtype)

@@ -3,11 +3,7 @@ check, the task order, reward choice by name, whole runs with a scripted engine 
 and a sharded step on 8 fake devices against one device."""
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 from types import SimpleNamespace
 
 import jax
@@ -21,8 +17,8 @@ from configs.grpo import get_config
 from rl import grpo
 from rl.grpo_loss import GRPOLossConfig, grpo_loss
 from rl.policy import load_policy_parts, save_policy
+from tests.rl.fake_devices import run_script
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = {"num_layers": 2, "full_attention_interval": 2, "deltanet_chunk": 16, "moe_backend": "sort"}
 SMALL = {**TINY, "d_model": 32, "expert_dim": 16, "shared_expert_dim": 16}
 
@@ -473,21 +469,7 @@ _SHARDED_SCRIPT = textwrap.dedent(
 
 @pytest.mark.slow  # two compilations in a subprocess: ~300 s on 2 busy cores
 def test_sharded_step_matches_single_device():
-  env = {
-    **os.environ,
-    "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-    "JAX_PLATFORMS": "cpu",
-  }
-  out = subprocess.run(
-    [sys.executable, "-c", _SHARDED_SCRIPT.format(root=str(ROOT))],
-    env=env,
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=600,
-  )
-  assert out.returncode == 0, out.stderr[-3000:]
-  result = json.loads(out.stdout.strip().splitlines()[-1])
+  result = run_script(_SHARDED_SCRIPT)
   for single, sharded in zip(result["single"], result["sharded"], strict=True):
     assert all(np.isfinite(v) for v in single.values()), single
     for key in ("loss", "first_loss", "kl", "entropy", "ratio_max", "clip_frac_high"):

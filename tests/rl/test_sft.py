@@ -1,9 +1,6 @@
 """SFT trainer: loss normalisation under accumulation, sharded = single-device, resume, training."""
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -15,8 +12,8 @@ import pytest
 import models
 from configs.sft import get_config
 from rl import sft
+from tests.rl.fake_devices import run_script
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = {"num_layers": 2, "full_attention_interval": 2, "deltanet_chunk": 16, "moe_backend": "sort"}
 
 
@@ -184,21 +181,7 @@ _SHARDED_SCRIPT = textwrap.dedent(
 
 @pytest.mark.slow
 def test_sharded_steps_match_single_device():
-  env = {
-    **os.environ,
-    "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-    "JAX_PLATFORMS": "cpu",
-  }
-  out = subprocess.run(
-    [sys.executable, "-c", _SHARDED_SCRIPT.format(root=str(ROOT))],
-    env=env,
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=600,
-  )
-  assert out.returncode == 0, out.stderr[-3000:]
-  result = json.loads(out.stdout.strip().splitlines()[-1])
+  result = run_script(_SHARDED_SCRIPT)
   np.testing.assert_allclose(result["sharded"], result["single"], rtol=2e-5)
   np.testing.assert_allclose(*result["grad_norm"], rtol=1e-4)
 
