@@ -13,25 +13,30 @@ from models.layers import RMSNorm, normal, rotary
 
 @struct.dataclass
 class KVCache:
-  """Keys and values of every position written so far; row b holds `lengths[b]` valid entries."""
+  """Keys and values of every position written so far; row b holds `lengths[b]` valid entries.
 
-  k_bskd: jax.Array  # [B, S, K, D]
-  v_bskd: jax.Array  # [B, S, K, D]
+  Heads lead positions ([B, G, S, D]): decoding reads each (row, KV head) as one contiguous
+  [S, D] matrix, the layout the score and value matmuls take without a transposed copy.
+  """
+
+  k_bgsk: jax.Array  # [B, G, S, D]
+  v_bgsk: jax.Array  # [B, G, S, D]
 
   @classmethod
   def zeros(cls, config: ModelConfig, batch: int, max_len: int) -> KVCache:
-    shape = (batch, max_len, config.num_kv_heads, config.head_dim)
+    shape = (batch, config.num_kv_heads, max_len, config.head_dim)
     zeros = jnp.zeros(shape, config.compute_dtype)
-    return cls(k_bskd=zeros, v_bskd=zeros)
+    return cls(k_bgsk=zeros, v_bgsk=zeros)
 
 
-def _write_rows(cache_bskd: jax.Array, new_btkd: jax.Array, start_b: jax.Array) -> jax.Array:
+def _write_rows(cache_bgsk: jax.Array, new_btgk: jax.Array, start_b: jax.Array) -> jax.Array:
   """Writes each row's T new entries at its own offset (the caller keeps start + T <= S)."""
 
-  def write(row_skd, new_tkd, start):
-    return jax.lax.dynamic_update_slice(row_skd, new_tkd.astype(row_skd.dtype), (start, 0, 0))
+  def write(row_gsk, new_tgk, start):
+    new_gtk = new_tgk.transpose(1, 0, 2).astype(row_gsk.dtype)
+    return jax.lax.dynamic_update_slice(row_gsk, new_gtk, (0, start, 0))
 
-  return jax.vmap(write)(cache_bskd, new_btkd, start_b)
+  return jax.vmap(write)(cache_bgsk, new_btgk, start_b)
 
 
 class GatedAttention(nnx.Module):
@@ -83,7 +88,7 @@ class GatedAttention(nnx.Module):
     q_bthk = sharding.constrain(q_bthk, ("act_batch", "act_seq", "act_heads", None))
 
     if cache is None:
-      k_bsgk, v_bsgk = k_btgk, v_btgk
+      k_bgsk, v_bgsk = k_btgk.transpose(0, 2, 1, 3), v_btgk.transpose(0, 2, 1, 3)
       index_t = jnp.arange(x_btd.shape[1])
       mask_bts = (index_t[None, :] <= index_t[:, None])[None]
       if segment_ids_bt is not None:
@@ -91,17 +96,17 @@ class GatedAttention(nnx.Module):
       new_cache = None
     else:
       new_cache = KVCache(
-        k_bskd=_write_rows(cache.k_bskd, k_btgk, cache_lengths_b),
-        v_bskd=_write_rows(cache.v_bskd, v_btgk, cache_lengths_b),
+        k_bgsk=_write_rows(cache.k_bgsk, k_btgk, cache_lengths_b),
+        v_bgsk=_write_rows(cache.v_bgsk, v_btgk, cache_lengths_b),
       )
-      k_bsgk, v_bsgk = new_cache.k_bskd, new_cache.v_bskd
-      key_positions_s = jnp.arange(k_bsgk.shape[1])
+      k_bgsk, v_bgsk = new_cache.k_bgsk, new_cache.v_bgsk
+      key_positions_s = jnp.arange(k_bgsk.shape[2])
       # Slots past a row's length hold stale or zero entries; every one of them lies after the
       # query's own position, so the causal test alone excludes them.
       mask_bts = key_positions_s[None, None, :] <= positions_bt[:, :, None]
 
     block = causal_block_size(x_btd.shape[1]) if cache is None else 0
-    out_bthk = _gqa_attention(q_bthk, k_bsgk, v_bsgk, mask_bts, block)
+    out_bthk = _gqa_attention(q_bthk, k_bgsk, v_bgsk, mask_bts, block)
     out_bthk = out_bthk * jax.nn.sigmoid(gate_bthk.astype(jnp.float32)).astype(dtype)
     out_btd = jnp.einsum("bthk,hkd->btd", out_bthk, self.w_o_hkd[...].astype(dtype))
     return out_btd, new_cache
@@ -120,7 +125,7 @@ def causal_block_size(t: int) -> int:
   return block if t > block and t % block == 0 else 0
 
 
-def _gqa_attention(q_bthk, k_bsgk, v_bsgk, mask_bts, causal_block: int = 0) -> jax.Array:
+def _gqa_attention(q_bthk, k_bgsk, v_bgsk, mask_bts, causal_block: int = 0) -> jax.Array:
   """Softmax(q k^T / sqrt(d)) v with query head h reading KV head h // (H / G).
 
   Scores are batched matmuls with the (batch, KV head) axes leading and the R = H / G query
@@ -130,10 +135,9 @@ def _gqa_attention(q_bthk, k_bsgk, v_bsgk, mask_bts, causal_block: int = 0) -> j
   row's scores, are never computed; the result is the same.
   """
   b, t, h, d = q_bthk.shape
-  s, g = k_bsgk.shape[1], k_bsgk.shape[2]
+  g, s = k_bgsk.shape[1], k_bgsk.shape[2]
   r = h // g
   q_bgrtk = q_bthk.reshape(b, t, g, r, d).transpose(0, 2, 3, 1, 4)
-  k_bgsk, v_bgsk = k_bsgk.transpose(0, 2, 1, 3), v_bsgk.transpose(0, 2, 1, 3)
 
   def attend(q_bgrqk, k_bgsk, v_bgsk, mask_bqs):
     tq, sk = q_bgrqk.shape[3], k_bgsk.shape[2]

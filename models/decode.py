@@ -1,12 +1,27 @@
-"""Cached decoding: prefill a batch of prompts of different lengths, then one token per step."""
+"""Cached decoding: prefill a batch of prompts of different lengths, then one token per step.
+
+Token-by-token loops run the layers unrolled (`unroll`, `forward_unrolled`): the model's scan
+over stacked layers slices every layer's weights and caches out of the stacks, and writes the
+caches back, on each step — copies that cost more than a small batch's arithmetic. Unrolled,
+each layer owns its weights and cache buffers for the whole loop and the cache is updated in
+place; the slicing happens once per loop.
+"""
 
 from __future__ import annotations
+
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from models.model import Cache, Transformer
+from models.config import ModelConfig
+from models.layers import RMSNorm
+from models.model import Cache, DecoderLayer, Transformer, embed, layer_context, lm_head
+from models.moe import DenseExperts, decode_dense
+from models.moe import dense_experts as moe_dense
+
+LINEAR, FULL = "linear_attention", "full_attention"
 
 
 def prefill(
@@ -37,16 +52,126 @@ def decode_step(model: Transformer, tokens_b: jax.Array, cache: Cache) -> tuple[
 def greedy_generate(
   model: Transformer, tokens_bt: jax.Array, lengths_b: jax.Array, steps: int, max_len: int
 ) -> jax.Array:
-  """`steps` greedy tokens per row after its prompt [B, steps], one compiled program."""
+  """`steps` greedy tokens per row after its prompt [B, steps], one compiled program; the steps
+  run the layers unrolled."""
+  config = model.config
   logits_bv, cache = prefill(model, tokens_bt, lengths_b, max_len)
-  graphdef, state = nnx.split(model)
+  weights = unroll(model, dense_experts=decode_dense(config, tokens_bt.shape[0]))
 
   def step(carry, _):
-    # The parameters ride in the carry: an NNX module cannot be closed over across trace levels.
-    logits_bv, cache, state = carry
+    logits_bv, caches, lengths_b = carry
     next_b = jnp.argmax(logits_bv, axis=-1).astype(jnp.int32)
-    logits_bv, cache = decode_step(nnx.merge(graphdef, state), next_b, cache)
-    return (logits_bv, cache, state), next_b
+    logits_btv, caches, lengths_b = forward_unrolled(
+      config, weights, next_b[:, None], caches, lengths_b
+    )
+    return (logits_btv[:, 0], caches, lengths_b), next_b
 
-  _, tokens_sb = jax.lax.scan(step, (logits_bv, cache, state), length=steps)
+  init = (logits_bv, unroll_cache(cache), cache.lengths_b)
+  _, tokens_sb = jax.lax.scan(step, init, length=steps)
   return tokens_sb.T
+
+
+def layer_kinds(config: ModelConfig) -> tuple[str, ...]:
+  """Each layer's mixer, in order (transformers' `layer_types`)."""
+  block = (LINEAR,) * (config.full_attention_interval - 1) + (FULL,)
+  return block * config.num_blocks
+
+
+class Unrolled(NamedTuple):
+  """The model's weights with one entry per layer (pure dicts of arrays, in layer order)."""
+
+  embed_vd: jax.Array
+  head_dv: jax.Array  # in the compute dtype
+  final_norm: dict[str, Any]
+  layers: tuple[dict[str, Any], ...]
+  # Each layer's experts laid out for the dense path (`models.moe.dispatch_dense`), or None.
+  dense_experts: tuple[DenseExperts, ...] | None = None
+
+
+def unroll(model: Transformer, dense_experts: bool = False) -> Unrolled:
+  """Slices the stacked layers apart (a copy of their weights); with `dense_experts` also lays
+  out each layer's experts for the dense path (another copy of them)."""
+  cfg = model.config
+  linear = nnx.to_pure_dict(nnx.state(model.blocks.linear))  # leaves [blocks, interval - 1, ...]
+  attention = nnx.to_pure_dict(nnx.state(model.blocks.attention))  # leaves [blocks, ...]
+  layers = []
+  for b in range(cfg.num_blocks):
+    for j in range(cfg.full_attention_interval - 1):
+      layers.append(jax.tree.map(lambda x, b=b, j=j: x[b, j], linear))
+    layers.append(jax.tree.map(lambda x, b=b: x[b], attention))
+  dense = None
+  if dense_experts:
+    dtype = cfg.compute_dtype
+    dense = tuple(
+      moe_dense(*(layer["moe"][name].astype(dtype) for name in _EXPERT_WEIGHTS)) for layer in layers
+    )
+  return Unrolled(
+    embed_vd=model.embed_vd[...],
+    head_dv=model.head_weight(),
+    final_norm=nnx.to_pure_dict(nnx.state(model.final_norm)),
+    layers=tuple(layers),
+    dense_experts=dense,
+  )
+
+
+_EXPERT_WEIGHTS = ("w_gate_edf", "w_up_edf", "w_down_efd")
+
+
+def unroll_cache(cache: Cache) -> tuple[Any, ...]:
+  """One cache per layer, in `layer_kinds` order (copies)."""
+  blocks, per_block = jax.tree.leaves(cache.linear)[0].shape[:2]
+  out = []
+  for b in range(blocks):
+    out += [jax.tree.map(lambda x, b=b, j=j: x[b, j], cache.linear) for j in range(per_block)]
+    out.append(jax.tree.map(lambda x, b=b: x[b], cache.attention))
+  return tuple(out)
+
+
+def roll_cache(like: Cache, layers: tuple[Any, ...], lengths_b: jax.Array) -> Cache:
+  """The per-layer caches stacked back into `like`'s layout."""
+  blocks, per_block = jax.tree.leaves(like.linear)[0].shape[:2]
+  step = per_block + 1
+  attention = jax.tree.map(lambda *xs: jnp.stack(xs), *layers[per_block::step])
+  linear = like.linear
+  if per_block:
+    rows = [layers[b * step : b * step + per_block] for b in range(blocks)]
+    linear = jax.tree.map(
+      lambda *xs: jnp.stack(xs).reshape(blocks, per_block, *xs[0].shape),
+      *[layer for row in rows for layer in row],
+    )
+  return Cache(linear=linear, attention=attention, lengths_b=lengths_b)
+
+
+def _module(make, pure: dict[str, Any]):
+  """The module `make()` builds, holding the arrays of `pure` (a `nnx.to_pure_dict` tree)."""
+  with nnx.use_eager_sharding(False):
+    graphdef, state = nnx.split(nnx.eval_shape(make))
+  nnx.replace_by_pure_dict(state, pure)
+  return nnx.merge(graphdef, state)
+
+
+def forward_unrolled(
+  config: ModelConfig,
+  weights: Unrolled,
+  tokens_bt: jax.Array,
+  layer_caches: tuple[Any, ...],
+  lengths_b: jax.Array,
+  valid_bt: jax.Array | None = None,
+) -> tuple[jax.Array, tuple[Any, ...], jax.Array]:
+  """`Transformer.forward` with a cache, on unrolled weights and caches: the T tokens continue
+  each row at `lengths_b[b]`, `valid_bt` marks the real ones (a prefix of each row). Returns
+  the logits [B, T, V], the new caches and lengths."""
+  t = tokens_bt.shape[1]
+  ctx = layer_context(t, None, None, valid_bt, lengths_b)
+  x_btd = embed(weights.embed_vd, tokens_bt, config)
+  new_caches = []
+  dense = weights.dense_experts or (None,) * len(weights.layers)
+  layers = zip(layer_kinds(config), weights.layers, dense, layer_caches, strict=True)
+  for kind, pure, dense_experts, cache in layers:
+    layer = _module(lambda kind=kind: DecoderLayer(config, kind, rngs=nnx.Rngs(0)), pure)
+    x_btd, cache, _ = layer(x_btd, ctx, cache, dense_experts)
+    new_caches.append(cache)
+  norm = _module(lambda: RMSNorm(config.d_model, config, rngs=nnx.Rngs(0)), weights.final_norm)
+  logits_btv = lm_head(norm(x_btd).astype(config.compute_dtype), weights.head_dv)
+  added_b = jnp.sum(valid_bt, axis=1, dtype=jnp.int32) if valid_bt is not None else t
+  return logits_btv, tuple(new_caches), lengths_b + added_b

@@ -67,7 +67,7 @@ class DecoderLayer(nnx.Module):
     self.post_norm = RMSNorm(config.d_model, config, rngs=rngs)
     self.moe = MoE(config, rngs=rngs)
 
-  def __call__(self, x_btd, ctx: dict[str, Any], cache):
+  def __call__(self, x_btd, ctx: dict[str, Any], cache, dense_experts=None):
     h_btd = self.input_norm(x_btd)
     if self.kind == "linear_attention":
       mixed, cache = self.mixer(h_btd, ctx["segment_ids"], cache, ctx["valid"])
@@ -76,7 +76,7 @@ class DecoderLayer(nnx.Module):
         h_btd, ctx["positions"], ctx["segment_ids"], cache, ctx["cache_lengths"]
       )
     x_btd = x_btd + mixed.astype(x_btd.dtype)
-    moe_out, stats = self.moe(self.post_norm(x_btd), ctx["valid"])
+    moe_out, stats = self.moe(self.post_norm(x_btd), ctx["valid"], dense=dense_experts)
     x_btd = x_btd + moe_out.astype(x_btd.dtype)
     return sharding.constrain(x_btd, ("act_batch", "act_seq", "act_embed")), cache, stats
 
@@ -106,6 +106,33 @@ class Block(nnx.Module):
     x_btd, attention_cache, stats = self.attention(x_btd, ctx, attention_cache)
     stats = jax.tree.map(lambda a, b: jnp.concatenate([a, b[None]]), linear_stats, stats)
     return x_btd, linear_cache, attention_cache, stats  # stats: [layers_per_block, ...]
+
+
+def layer_context(
+  t: int, positions_bt, segment_ids_bt, valid_bt, cache_lengths_b
+) -> dict[str, Any]:
+  """What every layer reads besides its input: positions (default 0..T-1, after the cached
+  tokens when decoding), segment ids, the valid-token mask, the cache lengths."""
+  if positions_bt is None:
+    start = cache_lengths_b[:, None] if cache_lengths_b is not None else 0
+    positions_bt = start + jnp.arange(t, dtype=jnp.int32)[None, :]
+  return {
+    "positions": positions_bt,
+    "segment_ids": segment_ids_bt,
+    "valid": valid_bt,
+    "cache_lengths": cache_lengths_b,
+  }
+
+
+def embed(embed_vd: jax.Array, tokens_bt: jax.Array, config: ModelConfig) -> jax.Array:
+  x_btd = embed_vd[tokens_bt].astype(config.compute_dtype)
+  return sharding.constrain(x_btd, ("act_batch", "act_seq", "act_embed"))
+
+
+def lm_head(h_btd: jax.Array, head_dv: jax.Array) -> jax.Array:
+  """Float32 logits [B, T, V] of final-normed hidden states."""
+  logits_btv = jnp.einsum("btd,dv->btv", h_btd, head_dv, preferred_element_type=jnp.float32)
+  return sharding.constrain(logits_btv, ("act_batch", "act_seq", "act_vocab"))
 
 
 class Transformer(nnx.Module):
@@ -159,18 +186,8 @@ class Transformer(nnx.Module):
     if cache is not None and segment_ids_bt is not None:
       raise ValueError("segment ids (packed training rows) and a decoding cache do not mix")
     cache_lengths = cache.lengths_b if cache is not None else None
-    if positions_bt is None:
-      start = cache_lengths[:, None] if cache is not None else 0
-      positions_bt = start + jnp.arange(t, dtype=jnp.int32)[None, :]
-    ctx = {
-      "positions": positions_bt,
-      "segment_ids": segment_ids_bt,
-      "valid": valid_bt,
-      "cache_lengths": cache_lengths,
-    }
-
-    x_btd = self.embed_vd[...][tokens_bt].astype(cfg.compute_dtype)
-    x_btd = sharding.constrain(x_btd, ("act_batch", "act_seq", "act_embed"))
+    ctx = layer_context(t, positions_bt, segment_ids_bt, valid_bt, cache_lengths)
+    x_btd = embed(self.embed_vd[...], tokens_bt, cfg)
 
     def block_fn(block, x, ctx, linear_cache, attention_cache):
       return block(x, ctx, linear_cache, attention_cache)
@@ -193,9 +210,7 @@ class Transformer(nnx.Module):
       new_cache = Cache(linear=linear, attention=attention, lengths_b=cache.lengths_b + added_b)
 
     h_btd = self.final_norm(x_btd).astype(cfg.compute_dtype)
-    head_dv = self.head_weight()
-    logits_btv = jnp.einsum("btd,dv->btv", h_btd, head_dv, preferred_element_type=jnp.float32)
-    logits_btv = sharding.constrain(logits_btv, ("act_batch", "act_seq", "act_vocab"))
+    logits_btv = lm_head(h_btd, self.head_weight())
     # stats: MoEStats with leading [blocks, layers_per_block] axes, in transformers' layer order.
     return Output(
       logits=logits_btv,

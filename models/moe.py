@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -102,6 +103,42 @@ def dispatch_loop(x_nd, weights_nk, experts_nk, w_gate_edf, w_up_edf, w_down_efd
   return out_nd
 
 
+class DenseExperts(NamedTuple):
+  """Every expert's weights laid out for `dispatch_dense` (built once per decoding loop)."""
+
+  gate_up_dx: jax.Array  # [D, 2 * E * F]: the gate, then the up projections of all experts
+  down_efd: jax.Array  # [E, F, D], as stored
+
+
+def dense_experts(
+  w_gate_edf: jax.Array, w_up_edf: jax.Array, w_down_efd: jax.Array
+) -> DenseExperts:
+  e, d, f = w_gate_edf.shape
+  gate_up_2edf = jnp.stack([w_gate_edf, w_up_edf])
+  gate_up_dx = gate_up_2edf.transpose(2, 0, 1, 3).reshape(d, 2 * e * f)
+  return DenseExperts(gate_up_dx=gate_up_dx, down_efd=w_down_efd)
+
+
+def dispatch_dense(x_nd, weights_nk, experts_nk, dense: DenseExperts) -> jax.Array:
+  """Every expert on every token as two plain matmuls, the routing weights (0 for experts a
+  token does not use) applied between them: E / k times the routed FLOPs, but no sort, gather
+  or tile loop, and each weight is read once. The fast path when a few tokens touch nearly
+  every expert anyway, as in a decoding step (`decode_dense`)."""
+  n, dtype = x_nd.shape[0], x_nd.dtype
+  e, f, d = dense.down_efd.shape
+  h_n2ef = (x_nd @ dense.gate_up_dx.astype(dtype)).reshape(n, 2, e, f)
+  act_nef = jax.nn.silu(h_n2ef[:, 0]) * h_n2ef[:, 1]
+  combine_ne = jnp.einsum("nk,nke->ne", weights_nk, jax.nn.one_hot(experts_nk, e))
+  act_nef = act_nef * combine_ne[:, :, None].astype(dtype)
+  return act_nef.reshape(n, e * f) @ dense.down_efd.reshape(e * f, d).astype(dtype)
+
+
+def decode_dense(config: ModelConfig, tokens: int) -> bool:
+  """Whether a step over `tokens` tokens runs the experts densely: when they route at least one
+  row per expert (tokens * k >= E), so the sparse path would read about every expert anyway."""
+  return tokens * config.num_experts_per_tok >= config.num_experts
+
+
 DISPATCH: dict[str, Callable[..., jax.Array]] = {
   "ragged_dot": dispatch_ragged_dot,
   "sort": dispatch_sort,
@@ -172,9 +209,15 @@ class MoE(nnx.Module):
     self.config = config
 
   def __call__(
-    self, x_btd: jax.Array, mask_bt: jax.Array | None = None, backend: str | None = None
+    self,
+    x_btd: jax.Array,
+    mask_bt: jax.Array | None = None,
+    backend: str | None = None,
+    dense: DenseExperts | None = None,
   ) -> tuple[jax.Array, MoEStats]:
-    """`mask_bt` excludes padding from the statistics (not from the computation)."""
+    """`mask_bt` excludes padding from the statistics (not from the computation). With `dense`
+    (`dense_experts` of this layer's weights, prepared once by a decoding loop) the routed
+    experts run densely."""
     cfg, dtype = self.config, self.config.compute_dtype
     b, t, d = x_btd.shape
     groups = num_groups(cfg, b)
@@ -194,11 +237,16 @@ class MoE(nnx.Module):
         strict=True,
       )
     ]
-    routed_gnd = dispatch_groups(
-      backend or cfg.moe_backend,
-      *(x_gnd, weights_gnk, experts_gnk, *experts, cfg.moe_tile),
-      gather=all_experts,
-    )
+    if dense is not None:
+      routed_gnd = map_groups(
+        lambda x, w, e: dispatch_dense(x, w, e, dense), x_gnd, weights_gnk, experts_gnk
+      )
+    else:
+      routed_gnd = dispatch_groups(
+        backend or cfg.moe_backend,
+        *(x_gnd, weights_gnk, experts_gnk, *experts, cfg.moe_tile),
+        gather=all_experts,
+      )
     routed_gnd = sharding.constrain(routed_gnd, ("act_batch", None, "act_embed"))
     shared_gate_bt1 = jax.nn.sigmoid(x_btd @ self.w_shared_gate_d[...].astype(dtype))[..., None]
     out_btd = routed_gnd.reshape(b, t, d) + shared_gate_bt1 * self.shared(x_btd)

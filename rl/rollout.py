@@ -12,7 +12,9 @@ How a batch is played:
 * Prompts are prefilled once per task and the cache is copied to the task's N rows.
 * A turn is one device call: a ``lax.while_loop`` samples and feeds one token per row until every
   row has closed its turn (``<|im_end|>``) or spent its budget. Rows that are done stop updating
-  their cache (masked steps) and the loop exits as soon as all are done.
+  their cache (masked steps) and the loop exits as soon as all are done. The loop runs the
+  layers unrolled on per-layer weights and caches (``models.decode.unroll``), and, when the
+  batch routes a row to every expert on average, the experts densely as two matmuls.
 * Between turns the host parses each row's turn, executes its tool calls in the row's fork
   (malformed calls get an error envelope, as ``compoworld.episode`` does), and appends the tool
   turn plus the next ``<|im_start|>assistant\\n`` header (loss mask 0) to the cache in fixed
@@ -50,7 +52,9 @@ from compoworld.envelope import error
 from compoworld.episode import parse_arguments
 from compoworld.prompts import SYSTEM_PROMPT
 from compoworld.tasks import Task
+from models.decode import forward_unrolled, roll_cache, unroll, unroll_cache
 from models.model import Cache, Transformer
+from models.moe import decode_dense
 from rl.chat import ChatRenderer, Conversation, ParsedAssistant
 
 
@@ -207,35 +211,41 @@ def sample_turn(
   temperature) [B, steps], counts [B], the cache and the last logits."""
   b = budget_b.shape[0]
   row_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, row_b)
+  model = nnx.merge(graphdef, state)
+  config = model.config
+  # Layers unrolled for the loop: each owns its weights and cache, updated in place.
+  weights = unroll(model, dense_experts=decode_dense(config, b))
 
   def cond(carry):
-    i, _, _, active_b, *_ = carry
+    i, _, _, _, active_b, *_ = carry
     return (i < steps) & jnp.any(active_b)
 
   def body(carry):
-    i, cache, logits_bv, active_b, ids_bs, logp_bs, state = carry
-    key_b = jax.vmap(jax.random.fold_in)(row_keys, cache.lengths_b)  # one key per position
+    i, caches, lengths_b, logits_bv, active_b, ids_bs, logp_bs = carry
+    key_b = jax.vmap(jax.random.fold_in)(row_keys, lengths_b)  # one key per position
     token_b = sampler(logits_bv, key_b, i, row_b, turn_b)
     logp_bv = jax.nn.log_softmax(logits_bv.astype(jnp.float32) / temperature, axis=-1)
     logp_b = jnp.take_along_axis(logp_bv, token_b[:, None], axis=1)[:, 0]
     ids_bs = ids_bs.at[:, i].set(jnp.where(active_b, token_b, 0))
     logp_bs = logp_bs.at[:, i].set(jnp.where(active_b, logp_b, 0.0))
-    model = nnx.merge(graphdef, state)
-    out = model.forward(token_b[:, None], cache=cache, valid_bt=active_b[:, None])
+    logits_btv, caches, lengths_b = forward_unrolled(
+      config, weights, token_b[:, None], caches, lengths_b, active_b[:, None]
+    )
     ended_b = (token_b == stop_id) | (i + 1 >= budget_b)
-    return i + 1, out.cache, out.logits[:, 0], active_b & ~ended_b, ids_bs, logp_bs, state
+    return i + 1, caches, lengths_b, logits_btv[:, 0], active_b & ~ended_b, ids_bs, logp_bs
 
   init = (
     jnp.int32(0),
-    cache,
+    unroll_cache(cache),
+    cache.lengths_b,
     logits_bv,
     budget_b > 0,
     jnp.zeros((b, steps), jnp.int32),
     jnp.zeros((b, steps), jnp.float32),
-    state,  # the parameters ride in the carry, as in models.decode.greedy_generate
   )
-  _, new_cache, logits_bv, _, ids_bs, logp_bs, _ = jax.lax.while_loop(cond, body, init)
-  return ids_bs, logp_bs, new_cache.lengths_b - cache.lengths_b, new_cache, logits_bv
+  _, caches, lengths_b, logits_bv, _, ids_bs, logp_bs = jax.lax.while_loop(cond, body, init)
+  new_cache = roll_cache(cache, caches, lengths_b)
+  return ids_bs, logp_bs, lengths_b - cache.lengths_b, new_cache, logits_bv
 
 
 def put_rows(cache: Cache, index_b: jax.Array, rows: Cache) -> Cache:
@@ -263,8 +273,8 @@ put_rows_jit = jax.jit(put_rows)
 def grow_cache(cache: Cache, length: int) -> Cache:
   """The cache with room for `length` positions per row (the new KV slots are zeros)."""
 
-  def pad(x):  # [blocks, B, S, K, D]
-    return jnp.pad(x, [(0, 0), (0, 0), (0, length - x.shape[2]), (0, 0), (0, 0)])
+  def pad(x):  # [blocks, B, G, S, D]
+    return jnp.pad(x, [(0, 0), (0, 0), (0, 0), (0, length - x.shape[3]), (0, 0)])
 
   return cache.replace(attention=jax.tree.map(pad, cache.attention))
 
@@ -336,7 +346,7 @@ class RolloutEngine:
 
   def _with_room(self, cache: Cache, need: int) -> Cache:
     length = self._cache_length(need)
-    return grow_cache(cache, length) if length > cache.attention.k_bskd.shape[2] else cache
+    return grow_cache(cache, length) if length > cache.attention.k_bgsk.shape[3] else cache
 
   def _append_pending(self, state, cache, logits_bv, slots: list[_Row | None]):
     """Feeds every row's pending ids, `append_chunk` at a time; returns cache and logits.

@@ -9,8 +9,10 @@ from models.attention import _gqa_attention, causal_block_size
 
 
 def _inputs(b=2, t=64, h=4, g=2, d=8, seed=0):
+  """q [B, T, H, D]; k, v [B, G, T, D] (the cache's heads-major layout)."""
   rng = np.random.default_rng(seed)
-  q, k, v = (jnp.asarray(rng.normal(size=(b, t, n, d)), jnp.float32) for n in (h, g, g))
+  q = jnp.asarray(rng.normal(size=(b, t, h, d)), jnp.float32)
+  k, v = (jnp.asarray(rng.normal(size=(b, g, t, d)), jnp.float32) for _ in range(2))
   segments = jnp.asarray(np.where(np.arange(t) < t // 3, 1, 2)[None].repeat(b, 0))
   segments = segments.at[1, t - 5 :].set(0)  # padding
   index = jnp.arange(t)
@@ -40,11 +42,11 @@ def test_grouped_heads_read_their_kv_head():
   q, k, v, mask = map(np.asarray, (q, k, v, mask))
   for head in range(4):
     kv = head // 2
-    logits = q[0, :, head] @ k[0, :, kv].T / 2.0
+    logits = q[0, :, head] @ k[0, kv].T / 2.0
     logits = np.where(mask[0], logits, -np.inf)
     probs = np.exp(logits - logits.max(-1, keepdims=True))
     probs /= probs.sum(-1, keepdims=True)
-    np.testing.assert_allclose(out[0, :, head], probs @ v[0, :, kv], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out[0, :, head], probs @ v[0, kv], rtol=1e-5, atol=1e-6)
 
 
 def test_block_size_follows_the_row_length():

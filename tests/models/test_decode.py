@@ -1,9 +1,11 @@
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
 
-from models import decode_step, greedy_generate, prefill
+from models import create_model, decode_step, greedy_generate, prefill
+from models.decode import forward_unrolled, roll_cache, unroll, unroll_cache
 from tests.models.conftest import BATCH, SEQ, forward, random_tokens
 
 B, T, MAX_LEN, STEPS = BATCH, SEQ, 32, 6
@@ -41,3 +43,37 @@ def test_greedy_generation_is_the_argmax_of_the_full_forward(tiny_model, tiny_co
     logits = forward(tiny_model, row).logits
     predicted = jnp.argmax(logits[0, int(lengths[b]) - 1 : -1], axis=-1)
     np.testing.assert_array_equal(predicted, generated[b])
+
+
+@pytest.mark.parametrize("dense", [False, True])
+@pytest.mark.parametrize("interval", [4, 1])
+def test_unrolled_decoding_equals_the_scanned_cache_path(tiny_config, interval, dense):
+  """`forward_unrolled` on per-layer weights and caches (DeltaNet and attention layers, sparse
+  or dense experts) gives the scanned forward's logits, and its caches stack back into the
+  scanned path's cache."""
+  config = tiny_config.replace(full_attention_interval=interval)
+  model = create_model(config, seed=1)
+  tokens = random_tokens((B, T), config.vocab_size, seed=5)
+  lengths = jnp.array([5, 13, 9])
+  rows = jnp.arange(B)
+  prompt = jnp.where(jnp.arange(T)[None] < lengths[:, None], tokens, 0)
+  _, cache = nnx.jit(prefill, static_argnames="max_len")(model, prompt, lengths, MAX_LEN)
+
+  @nnx.jit
+  def steps(model, cache):
+    weights = unroll(model, dense_experts=dense)
+    caches, lengths_b = unroll_cache(cache), cache.lengths_b
+    scanned, unrolled = [], []
+    for i in range(3):
+      step_b = tokens[rows, lengths + i][:, None]
+      out = model.forward(step_b, cache=cache)
+      logits, caches, lengths_b = forward_unrolled(config, weights, step_b, caches, lengths_b)
+      cache = out.cache
+      scanned.append(out.logits[:, 0])
+      unrolled.append(logits[:, 0])
+    return jnp.stack(scanned), jnp.stack(unrolled), cache, roll_cache(cache, caches, lengths_b)
+
+  scanned, unrolled, cache, rolled = steps(model, cache)
+  np.testing.assert_allclose(unrolled, scanned, atol=1e-5)
+  for a, b in zip(jax.tree.leaves(rolled), jax.tree.leaves(cache), strict=True):
+    np.testing.assert_allclose(a, b, atol=1e-5)

@@ -7,7 +7,17 @@ import pytest
 from flax import nnx
 
 from models import get_config, use_mesh
-from models.moe import DISPATCH, MoE, dispatch_groups, load_balancing, num_groups, route
+from models.moe import (
+  DISPATCH,
+  MoE,
+  decode_dense,
+  dense_experts,
+  dispatch_dense,
+  dispatch_groups,
+  load_balancing,
+  num_groups,
+  route,
+)
 from models.tiled_experts import sort_tile_rows
 
 N, D, F, E, K = 48, 16, 8, 8, 2
@@ -112,3 +122,17 @@ def test_moe_layer_groups_give_the_same_output_and_statistics(backend):
   assert num_groups(config, 4) == 1  # automatic, without a mesh: one group
   with pytest.raises(ValueError, match="does not divide"):
     num_groups(config.replace(moe_groups=3), 4)
+
+
+def test_dense_dispatch_agrees_with_the_loop_reference():
+  """The decoding path: every expert on every token through two plain matmuls."""
+  x, w_router, w_gate, w_up, w_down = _weights(seed=1)
+  _, weights, experts = route(x @ w_router, K)
+  ref = DISPATCH["loop"](x, weights, experts, w_gate, w_up, w_down, 0)
+  out = jax.jit(dispatch_dense)(x, weights, experts, dense_experts(w_gate, w_up, w_down))
+  np.testing.assert_allclose(out, ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("tokens", "dense"), [(1, False), (3, False), (4, True), (16, True)])
+def test_decoding_runs_the_experts_densely_once_every_expert_is_expected_in_use(tokens, dense):
+  assert decode_dense(get_config("tiny", num_experts=8, num_experts_per_tok=2), tokens) is dense
