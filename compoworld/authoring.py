@@ -414,14 +414,18 @@ def realize(
           w.say(f"Also {ctx.choice(_FIND).lower()} {found.noun}.")
     if last and found is not None:
       _report(w, found)
-  if revisit_value is None:
+  substitution: dict[str, Any] | None = None
+  if revisit_value is not None:
+    start, fresh, stale = revisit_value
+    substitution = _stale_substitution(env, ctx.calls, start, fresh.value, stale)
+    if substitution is None:
+      if not any(fresh.label in a for a in w.answers):
+        raise AuthoringError("revisit_unused")
+      substitution = {"answer": True, "fresh": fresh.label, "stale_value": str(stale)}
+  elif walk.has_revisit or len(walk.services) > 1:
+    # only a single-service walk at a service with no within-service revisit (walks.py) is a
+    # plain chain of dependent steps; every other task holds the stale-value trap
     raise AuthoringError("no_revisit")
-  start, fresh, stale = revisit_value
-  substitution = _stale_substitution(env, ctx.calls, start, fresh.value, stale)
-  if substitution is None:
-    if not any(fresh.label in a for a in w.answers):
-      raise AuthoringError("revisit_unused")
-    substitution = {"answer": True, "fresh": fresh.label, "stale_value": str(stale)}
   if not w.criteria:
     raise AuthoringError("no_criteria")
   domains = sorted({env.services[s].domain for s in walk.services})

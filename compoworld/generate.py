@@ -51,9 +51,14 @@ def generate_one(
 ) -> Task | None:
   """Task ``index`` of ``seed``, or None if no candidate passed the gates.
 
+  ``k`` services per task; ``k`` = 1 gives single-service tasks (``walks.sample_single_walk``),
+  which raises ValueError if no service of the pool can hold one.
+
   ``author`` is None for the procedural author, or an object with the same ``realize``
   signature (``compoworld.llm_author.LLMAuthor``).
   """
+  if k < 1:
+    raise ValueError(f"a task composes K >= 1 services, got K = {k}")
   reg = (reg or facets).load()
   rejected = rejected if rejected is not None else collections.Counter()
   rng = random.Random(f"task:{seed}:{index}")

@@ -37,15 +37,16 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.tasks.num_tasks = 240
     c.split.eval_fraction = 0.1
   elif name == "single_vs_composed":
-    # The walk generator composes at least two services: every walk revisits a service through a
-    # bridge service (eq. 3 with its meaningful revisit), so K = 1 tasks cannot be generated and
-    # the "single" arm trains on the least composed tasks there are, K = 2.
-    c.single_k = 2  # K of the "single" arm's tasks
+    # The "single" arm trains on single-service tasks (K = 1 walks: every step in one service,
+    # with that service as its own revisit bridge where it can be; compoworld/walks.py), the
+    # same walk lengths and distractors, spread round-robin over the ~30 services; set
+    # --config.single_k=2 for the least composed eq. 3 tasks instead.
+    c.single_k = 1  # K of the "single" arm's tasks
     c.budget = 48  # trajectories per arm
     c.tasks.num_services = 4  # K of the composed arm and of the held-out tasks
     c.tasks.min_walk = 5
     c.tasks.max_walk = 6
-    c.tasks.num_tasks = 200  # per arm: K = 2 repeats service sets, 48 distinct need ~150 tasks
+    c.tasks.num_tasks = 200  # per arm: 48 distinct K = 4 service sets after the held-out split
     c.split.eval_fraction = 0.1
   else:
     c.rewards = ("completion_focused", "uniform", "binary")  # rl.rewards names, one arm each

@@ -19,7 +19,9 @@ from experiments.common import write_summary
 
 _NUM_TASKS = flags.DEFINE_integer("num_tasks", 100, "Task indices to generate.")
 _SEED = flags.DEFINE_integer("seed", 0, "Generation seed: same seed, same file.")
-_K = flags.DEFINE_integer("num_services", 5, "K: services each task composes.")
+_K = flags.DEFINE_integer(
+  "num_services", 5, "K: services each task composes (1: single-service tasks)."
+)
 _DISTRACTORS = flags.DEFINE_integer("num_distractors", 5, "Extra services the task does not need.")
 _MIN_WALK = flags.DEFINE_integer("min_walk", 7, "Shortest walk length L.")
 _MAX_WALK = flags.DEFINE_integer("max_walk", 12, "Longest walk length L.")

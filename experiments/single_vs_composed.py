@@ -1,11 +1,12 @@
-"""Single vs composed (paper, section 5.3.2): the same budget of SFT trajectories from the least
-composed tasks and from composed tasks, both scored on held-out composed tasks.
+"""Single vs composed (paper, section 5.3.2): the same budget of SFT trajectories from
+single-service tasks and from composed tasks, both scored on held-out composed tasks.
 
 ``python -m experiments.single_vs_composed --seeds=0,1,2 --workdir=DIR
 [--config=configs/experiments.py:single_vs_composed] [--config.budget=500]`` writes ``seed_<s>/``
 per seed and, in ``DIR``, bar plots ``pass_rate.png``, ``rubric_score.png``, ``eval_loss.png``
-(mean and 95% t-interval over seeds per arm) and ``summary.json``. The generator composes at
-least two services, so the "single" arm is K = 2 (``--config.single_k``); composed is K = 4.
+(mean and 95% t-interval over seeds per arm) and ``summary.json``. The "single" arm is K = 1
+(``--config.single_k``): every walk stays in one service, revisiting it with the service as its
+own bridge where it can (``compoworld.walks.sample_single_walk``); composed is K = 4.
 """
 
 from experiments._experiment import run_experiment

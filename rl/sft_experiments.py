@@ -6,11 +6,13 @@ Per seed, each arm generates its tasks, holds out service sets (``compoworld.spl
 training task per distinct composition with the oracle, trains the configured SFT recipe on the
 first ``n`` verified trajectories, and evaluates the policy on the held-out tasks (pass rate,
 rubric score, and the held-out SFT loss on the oracle's held-out trajectories, which moves long
-before a tiny policy passes anything).
+before a tiny policy passes anything). The "single" arm of 5.3.2 is K = 1 by default: tasks in
+one service each (``compoworld.walks.sample_single_walk``), prepared by ``prepare_single``.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import time
 from collections.abc import Sequence
@@ -19,10 +21,17 @@ from typing import Any
 
 import ml_collections
 
-from compoworld.tasks import load_tasks, save_tasks
+from compoworld.tasks import Task, load_tasks, save_tasks
 from compoworld.trajectories import SFT_FILE, TRAJECTORIES_FILE, collect_trajectories
 from rl.experiments import band_note, curve, describe, over_seeds, run_seeds
-from rl.pipeline import evaluate_policy, make_tasks, one_per_composition, run_sft, save_split
+from rl.pipeline import (
+  composition,
+  evaluate_policy,
+  make_tasks,
+  one_per_composition,
+  run_sft,
+  save_split,
+)
 from rl.plots import bar_plot, line_plot
 from rl.policy import POLICY_DIR
 
@@ -39,7 +48,12 @@ def prepare(
 ) -> dict[str, Any]:
   """Tasks with K = ``k``, their held-out split and the oracle's verified trajectories, one per
   distinct training composition (``workdir/train/sft.jsonl``, in task order), and its play of
-  the held-out tasks (``workdir/eval``). Reused when ``workdir/prepared.json`` exists."""
+  the held-out tasks (``workdir/eval``). Reused when ``workdir/prepared.json`` exists.
+
+  K >= 2: the split holds out service sets whose services all stay in training, which no K = 1
+  task set has (``prepare_single`` is the single arm's)."""
+  if k < 2:
+    raise ValueError(f"held-out service sets need K >= 2, got K = {k}; see prepare_single")
   done = workdir / "prepared.json"
   if done.is_file():
     return json.loads(done.read_text(encoding="utf-8"))
@@ -63,6 +77,53 @@ def prepare(
     "eval_tasks_file": str(workdir / "split" / "eval.jsonl"),
     "eval_trajectories_file": str(workdir / "eval" / TRAJECTORIES_FILE),
   }
+  done.write_text(json.dumps(prepared, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+  return prepared
+
+
+def spread_over_compositions(tasks: Sequence[Task]) -> list[Task]:
+  """``tasks`` round-robin over their service sets: the first task of each set in task order,
+  then the second of each, and so on, so that every prefix spreads as evenly as it can."""
+  rank: collections.Counter = collections.Counter()
+  keyed = []
+  for i, task in enumerate(tasks):
+    key = composition(task)
+    keyed.append((rank[key], i, task))
+    rank[key] += 1
+  return [task for _, _, task in sorted(keyed, key=lambda x: x[:2])]
+
+
+def prepare_single(config: ml_collections.ConfigDict, seed: int, workdir: Path) -> dict[str, Any]:
+  """The single arm's data: K = 1 tasks (one service each, the config's walk lengths and
+  distractors) and the oracle's verified trajectories of all of them, spread round-robin over
+  the services (``workdir/train/sft.jsonl``), so the first ``n`` cover as many services as they
+  can. There are only as many K = 1 compositions as services, so services repeat (unlike
+  ``prepare``'s one task per composition); no split, the arm is scored on the composed arm's
+  held-out tasks. Reused when ``workdir/prepared.json`` exists for K = 1."""
+  done = workdir / "prepared.json"
+  if done.is_file():
+    prepared = json.loads(done.read_text(encoding="utf-8"))
+    if prepared.get("k") == 1:
+      return prepared
+  tasks, task_summary = make_tasks(config.tasks, seed, k=1)
+  if not tasks:
+    raise ValueError(
+      f"no K = 1 task out of {config.tasks.num_tasks} indices passed the gates: "
+      f"rejections {task_summary['rejected']}"
+    )
+  train = spread_over_compositions(tasks)
+  save_tasks(train, workdir / "split" / "train.jsonl")
+  collected = collect_trajectories(train, workdir / "train")
+  prepared = {
+    "k": 1,
+    "tasks": task_summary["tasks"],
+    "split": None,
+    "train_compositions": len({composition(t) for t in train}),
+    "verified_trajectories": collected["kept"],
+    "train_file": str(workdir / "train" / SFT_FILE),
+    "train_tasks_file": str(workdir / "split" / "train.jsonl"),
+  }
+  workdir.mkdir(parents=True, exist_ok=True)
   done.write_text(json.dumps(prepared, indent=2, sort_keys=True) + "\n", encoding="utf-8")
   return prepared
 
@@ -97,8 +158,9 @@ def _subset(train_file: str, n: int, out: Path) -> Path:
   lines = Path(train_file).read_text(encoding="utf-8").splitlines()
   if len(lines) < n:
     raise ValueError(
-      f"{train_file} holds {len(lines)} verified trajectories of distinct compositions, fewer "
-      f"than the {n} asked for: generate more tasks (--config.tasks.num_tasks) or raise K"
+      f"{train_file} holds {len(lines)} verified trajectories (of distinct compositions for "
+      f"K >= 2), fewer than the {n} asked for: generate more tasks (--config.tasks.num_tasks)"
+      " or raise K"
     )
   out.mkdir(parents=True, exist_ok=True)
   (out / SFT_FILE).write_text("\n".join(lines[:n]) + "\n", encoding="utf-8")
@@ -173,8 +235,9 @@ def env_scaling(
 def single_vs_composed(
   config: ml_collections.ConfigDict, seeds: Sequence[int], workdir: str | Path
 ) -> dict[str, Any]:
-  """The same budget of trajectories from tasks of ``config.single_k`` services and of
-  ``config.tasks.num_services``; both scored on held-out composed tasks (section 5.3.2)."""
+  """The same budget of trajectories from tasks of ``config.single_k`` services (default 1:
+  single-service tasks, ``prepare_single``) and of ``config.tasks.num_services``; both scored on
+  held-out composed tasks (section 5.3.2)."""
   workdir, budget = Path(workdir), config.budget
   arms = {"single": config.single_k, "composed": config.tasks.num_services}
 
@@ -182,7 +245,12 @@ def single_vs_composed(
     composed = prepare(config, seed, arms["composed"], wd / "data_composed")
     out: dict[str, Any] = {"data_composed": composed}
     for arm, k in arms.items():
-      data = composed if arm == "composed" else prepare(config, seed, k, wd / f"data_{arm}")
+      if arm == "composed":
+        data = composed
+      elif k == 1:
+        data = prepare_single(config, seed, wd / f"data_{arm}")
+      else:
+        data = prepare(config, seed, k, wd / f"data_{arm}")
       out[f"data_{arm}"] = data
       print(f"--- seed {seed}: SFT on {budget} trajectories of K = {k} tasks ({arm})")
       train_file = _subset(data["train_file"], budget, wd / arm)

@@ -1,15 +1,24 @@
-"""Walk sampling (eq. 3) and procedural task generation with its verification gates."""
+"""Walk sampling (eq. 3, and single-service K = 1 walks) and procedural task generation with its
+verification gates."""
 
 import random
 import re
 
 import pytest
 
-from compoworld.facets import facets
+from compoworld.facets import FacetRegistry, facets
 from compoworld.generate import generate_tasks
 from compoworld.registry import registry
 from compoworld.tasks import gate_failures, load_tasks, save_tasks
-from compoworld.walks import check_walk, sample_walk
+from compoworld.walks import (
+  Step,
+  Walk,
+  check_single_walk,
+  check_walk,
+  sample_walk,
+  self_bridged_revisits,
+  single_services,
+)
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +134,63 @@ def test_a_crashing_facet_costs_a_candidate_not_the_run(monkeypatch):
   rejected = collections.Counter()
   assert gen.generate_one(0, 0, max_attempts=4, rejected=rejected) is None
   assert rejected["facet_error:ValueError"] == 4 - rejected["no_walk"] > 0
+
+
+def test_single_service_walks_stay_in_one_service():
+  reg, rng, seen, revisits = facets.load(), random.Random(1), 0, 0
+  for _ in range(60):
+    length = rng.randint(3, 6)
+    walk = sample_walk(reg, rng, 1, length)
+    if walk is None:
+      continue
+    seen += 1
+    assert check_walk(walk, 1) == [] and len(walk.steps) == length
+    assert len(walk.services) == 1 and walk.services[0] in single_services(reg)
+    roles = [s.role for s in walk.steps]
+    if walk.has_revisit:
+      revisits += 1
+      i = roles.index("revisit_first")
+      assert roles[i + 1 : i + 3] == ["bridge", "revisit_second"]
+      assert walk.steps[i].revisit == walk.steps[i + 2].revisit
+    else:  # only services with no within-service revisit give plain chains
+      assert not self_bridged_revisits(reg, walk.services[0]) and set(roles) == {"plain"}
+  assert seen >= 50 and revisits >= seen // 3
+
+
+def test_the_single_service_check_is_separate_from_eq3():
+  reg, rng = facets.load(), random.Random(2)
+  composed = next(w for w in (sample_walk(reg, rng, 3, 5) for _ in range(20)) if w)
+  single = next(w for w in (sample_walk(reg, rng, 1, 5) for _ in range(20)) if w)
+  assert check_walk(composed, 3) == [] and "covers 3 services, not K=1" in check_walk(composed, 1)
+  assert "visits a service twice in a row" in check_walk(single, 2)  # eq. 3 unchanged
+  broken = Walk((*single.steps[:1], Step(single.services[0], "nothing", None)))
+  assert check_single_walk(broken) == [
+    f"edge {single.services[0]}->{single.services[0]} carries no value"
+  ]
+  assert "length 1 is not greater than K=1" in check_single_walk(Walk(single.steps[:1]))
+
+
+def test_single_service_tasks_pass_the_gates_and_the_oracle_scores_one():
+  tasks, summary = generate_tasks(
+    6, seed=11, k=1, min_walk=4, max_walk=6, num_distractors=2, progress=False
+  )
+  assert len(tasks) == 6 and summary["k_histogram"] == {"1": 6}
+  for task in tasks:
+    assert len(task.services) == 1 == task.meta["K"] and set(task.walk) == set(task.services)
+    assert gate_failures(task) == [], task.id
+    env, _ = task.replay()
+    assert task.verify(env, task.reference_answer).score == 1.0
+  assert any(t.meta["stale_substitution"] for t in tasks)  # the within-service revisit trap
+
+
+def test_single_service_walks_fail_clearly_when_no_service_can_hold_one():
+  import compoworld.generate as gen
+
+  reg = FacetRegistry(providers=())
+  reg.source("crm", "person.email")(lambda ctx: None)  # a read that nothing in crm consumes
+  with pytest.raises(ValueError, match="K = 1"):
+    sample_walk(reg, random.Random(0), 1, 4)
+  with pytest.raises(ValueError, match="K = 1"):
+    gen.generate_one(0, 0, k=1, reg=reg)
+  with pytest.raises(ValueError, match="K >= 1"):
+    gen.generate_one(0, 0, k=0)
