@@ -26,7 +26,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.model.init_from = ""  # a transformers qwen3_5_moe directory to start from (from_pretrained)
 
   c.tokenizer = ml_collections.ConfigDict()
-  c.tokenizer.path = ""  # directory holding tokenizer.model; "" = the workdir's, else train one
+  c.tokenizer.path = ""  # dir of a tokenizer.model/.json; "" = the workdir's, else train one
   c.tokenizer.vocab_size = 8192  # when a tokenizer is trained here
 
   c.data = ml_collections.ConfigDict()

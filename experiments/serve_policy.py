@@ -1,10 +1,11 @@
 """Serves a checkpoint behind an OpenAI-compatible API.
 
 ``python -m experiments.serve_policy --checkpoint=DIR [--port=P --host=127.0.0.1
---model_name=NAME]``. ``DIR`` holds ``config.json``, ``tokenizer.model`` and an Orbax checkpoint
-(``DIR/checkpoints/<step>/``, the latest served, or ``DIR`` itself); see ``rl.policy``. Any
-OpenAI client then works with ``base_url=http://HOST:PORT/v1`` and ``model=NAME``. On Ctrl-C,
-``summary.json`` in ``--workdir`` records what was served.
+--model_name=NAME]``. ``DIR`` holds ``config.json``, the tokenizer (``tokenizer.model`` or
+``tokenizer.json``) and an Orbax checkpoint (``DIR/checkpoints/<step>/``, the latest served, or
+``DIR`` itself); see ``rl.policy``. Any OpenAI client then works with
+``base_url=http://HOST:PORT/v1`` and ``model=NAME``. On Ctrl-C, ``summary.json`` in ``--workdir``
+records what was served.
 """
 
 import os

@@ -46,7 +46,7 @@ from typing import Any, Literal
 import numpy as np
 
 from compoworld.env import META_TOOLS
-from rl.tokenizer import Tokenizer
+from rl.tokenizer import Tokenizer, require_tokens
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 TOOL_CALL, TOOL_CALL_END = "<tool_call>", "</tool_call>"
@@ -274,12 +274,8 @@ class ChatRenderer:
   def __init__(self, tokenizer: Tokenizer, tools: Sequence[dict[str, Any]] = META_TOOLS):
     self.tokenizer = tokenizer
     self.tools = list(tools)
-    self.special_ids: dict[str, int] = {}
-    for token in SPECIAL_TOKENS:
-      i = tokenizer.token_to_id(token)
-      if i is None:
-        raise ValueError(f"the tokenizer has no single id for the special token {token!r}")
-      self.special_ids[token] = i
+    require_tokens(tokenizer, SPECIAL_TOKENS)  # names every missing one
+    self.special_ids: dict[str, int] = {t: tokenizer.token_to_id(t) for t in SPECIAL_TOKENS}
     self._special_by_id = {i: t for t, i in self.special_ids.items()}
     self.im_end_id = self.special_ids[IM_END]
     #: What the policy is given before it speaks, and what follows its <|im_end|>.

@@ -3,7 +3,8 @@
 A served checkpoint is a directory laid out as::
 
   DIR/config.json              the model config: ``dataclasses.asdict(ModelConfig)``
-  DIR/tokenizer.model          the SentencePiece model (``rl.tokenizer.load_tokenizer``)
+  DIR/tokenizer.model          the tokenizer (``rl.tokenizer.load_tokenizer``): the project's
+  (or DIR/tokenizer.json)      SentencePiece model, or an imported checkpoint's Hugging Face one
   DIR/checkpoints/<step>/      an Orbax checkpoint of ``nnx.state(model)``; the largest step is
                                served (a training run's workdir)
 
@@ -31,7 +32,7 @@ from flax import nnx
 
 from models import ModelConfig, Transformer, abstract_model, decode_step, prefill
 from rl.chat import IM_END, TOOL_CALL, ChatRenderer, ParsedAssistant
-from rl.tokenizer import SENTENCEPIECE_FILE, Tokenizer, load_tokenizer
+from rl.tokenizer import TOKENIZER_FILES, Tokenizer, load_tokenizer
 
 CONFIG_FILE = "config.json"
 CHECKPOINTS_DIR = "checkpoints"
@@ -112,12 +113,16 @@ def find_checkpoint(directory: str | Path) -> Path:
   )
 
 
-def _beside(checkpoint: Path, name: str) -> Path:
-  """``name`` in the checkpoint's directory or up to two above it (``DIR/checkpoints/<step>``)."""
+def _beside(checkpoint: Path, *names: str) -> Path:
+  """The first of ``names`` in the checkpoint's directory or up to two above it
+  (``DIR/checkpoints/<step>``), nearest first."""
   for d in (checkpoint, checkpoint.parent, checkpoint.parent.parent):
-    if (d / name).is_file():
-      return d / name
-  raise FileNotFoundError(f"no {name} in {checkpoint} or the two directories above it")
+    for name in names:
+      if (d / name).is_file():
+        return d / name
+  raise FileNotFoundError(
+    f"no {' or '.join(names)} in {checkpoint} or the two directories above it"
+  )
 
 
 def save_policy(
@@ -126,12 +131,13 @@ def save_policy(
   tokenizer: Tokenizer,
   step: int = 0,
 ) -> Path:
-  """Writes ``config.json``, ``tokenizer.model`` and ``checkpoints/<step>/``; returns the latter."""
+  """Writes ``config.json``, the tokenizer (``tokenizer.model`` or ``tokenizer.json``) and
+  ``checkpoints/<step>/``; returns the latter."""
   directory = Path(directory).absolute()
   directory.mkdir(parents=True, exist_ok=True)
   (directory / CONFIG_FILE).write_text(json.dumps(config_to_json(model.config), indent=2) + "\n")
   if not hasattr(tokenizer, "save"):
-    raise TypeError(f"{type(tokenizer).__name__} cannot be saved as {SENTENCEPIECE_FILE}")
+    raise TypeError(f"{type(tokenizer).__name__} cannot be saved beside a checkpoint")
   tokenizer.save(directory)
   path = directory / CHECKPOINTS_DIR / str(step)
   with ocp.StandardCheckpointer() as checkpointer:
@@ -143,7 +149,7 @@ def load_policy_parts(directory: str | Path) -> tuple[Transformer, Tokenizer, Pa
   """The model and tokenizer of the checkpoint ``find_checkpoint(directory)`` finds."""
   path = find_checkpoint(Path(directory).absolute())
   config = config_from_json(json.loads(_beside(path, CONFIG_FILE).read_text()))
-  tokenizer = load_tokenizer(_beside(path, SENTENCEPIECE_FILE).parent)
+  tokenizer = load_tokenizer(_beside(path, *TOKENIZER_FILES).parent)
   if tokenizer.vocab_size > config.vocab_size:
     raise ValueError(
       f"the tokenizer has {tokenizer.vocab_size} ids but the model only {config.vocab_size}"

@@ -34,7 +34,13 @@ from models.flops import model_summary
 from rl.chat import SPECIAL_TOKENS, ChatRenderer
 from rl.data import BATCH_KEYS, DataConfig, measure_packing, sft_dataset
 from rl.policy import POLICY_DIR, save_policy
-from rl.tokenizer import SENTENCEPIECE_FILE, SentencePieceTokenizer, Tokenizer, load_tokenizer
+from rl.tokenizer import (
+  SentencePieceTokenizer,
+  Tokenizer,
+  has_tokenizer,
+  load_tokenizer,
+  require_tokens,
+)
 
 #: The mesh axes a batch's rows are split over (the model's "act_batch" rule).
 BATCH_AXES = ("data", "fsdp")
@@ -371,25 +377,25 @@ def get_tokenizer(
   checkpoint's own (``model.init_from``), or a new SentencePiece model trained on the
   trajectories' text and the library's tool schemas.
 
-  An imported checkpoint's tokenizer is used when it has one this project reads
-  (``tokenizer.model``); a Hugging Face ``tokenizer.json`` (a real Qwen checkpoint's) needs an
-  adapter behind `rl.tokenizer.Tokenizer` that does not exist yet, so that case is an error
-  rather than a silently mismatched vocabulary. A checkpoint with no tokenizer at all (a test
-  model) trains on a new one, which must fit in its vocabulary.
+  An imported checkpoint's tokenizer is used whenever it has one (`rl.tokenizer.load_tokenizer`:
+  a real Qwen checkpoint's Hugging Face ``tokenizer.json``, or a ``tokenizer.model``), since its
+  ids are the ones the weights were trained on. A loaded tokenizer must have every special token
+  of the chat format as one id (an error names the missing ones); `build_model` checks that the
+  model's vocabulary holds the tokenizer's. A checkpoint with no tokenizer at all (a test model)
+  trains on a new one, which must fit in its vocabulary.
   """
   if config.tokenizer.path:
-    return load_tokenizer(config.tokenizer.path)
-  if (workdir / SENTENCEPIECE_FILE).is_file():
-    return load_tokenizer(workdir)
-  if config.model.init_from:
+    source = Path(config.tokenizer.path)
+  elif has_tokenizer(workdir):
+    source = workdir
+  elif config.model.init_from and has_tokenizer(config.model.init_from):
     source = Path(config.model.init_from)
-    if (source / SENTENCEPIECE_FILE).is_file():
-      return load_tokenizer(source)
-    if (source / "tokenizer.json").is_file():
-      raise NotImplementedError(
-        f"{source} holds a Hugging Face tokenizer.json, which rl.tokenizer cannot load yet; "
-        "set tokenizer.path to a SentencePiece tokenizer that matches the checkpoint's ids"
-      )
+  else:
+    source = None
+  if source is not None:
+    tokenizer = load_tokenizer(source)
+    require_tokens(tokenizer, SPECIAL_TOKENS, source)
+    return tokenizer
   from rl.corpus import conversation_texts, library_texts
 
   texts: dict[str, None] = {}

@@ -1,23 +1,38 @@
-"""Tokenizers behind one small protocol: the project's own SentencePiece model, or (later) the
+"""Tokenizers behind one small protocol: the project's own SentencePiece model, or the Hugging Face
 tokenizer that comes with an imported Qwen checkpoint.
 
 The SentencePiece model is trained on the project's own text (see ``rl.corpus``) with byte
 fallback, so any Unicode string round-trips, and with the chat format's special tokens reserved as
 user-defined symbols, so each is always one id. It is saved as ``tokenizer.model`` beside a
 checkpoint and loaded with it.
+
+An imported checkpoint's own tokenizer is its ``tokenizer.json`` (with ``tokenizer_config.json``),
+read by the ``tokenizers`` library behind the same protocol (`HFTokenizer`): its ids are the ones
+the checkpoint's embeddings were trained on. It is saved beside every checkpoint trained from it
+the same way, so `load_tokenizer` finds whichever of the two a directory holds.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import sentencepiece as spm
+import tokenizers
 
 #: The file a SentencePiece tokenizer is saved as, beside a checkpoint.
 SENTENCEPIECE_FILE = "tokenizer.model"
+#: The files a Hugging Face tokenizer is saved as (those of a real Qwen checkpoint).
+HF_TOKENIZER_FILE = "tokenizer.json"
+HF_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+#: What `load_tokenizer` looks for, in order of preference.
+TOKENIZER_FILES = (HF_TOKENIZER_FILE, SENTENCEPIECE_FILE)
+#: A Hugging Face tokenizer's pad token when neither its config nor its ``tokenizer.json`` names
+#: one: the first of these in its vocabulary (Qwen's is ``<|endoftext|>``).
+DEFAULT_PAD_TOKENS = ("<|endoftext|>", "<pad>", "<|pad|>", "[PAD]")
 PAD, UNK = "<pad>", "<unk>"
 #: 256 byte pieces, pad and unk: what byte fallback needs before any learned piece.
 _MIN_VOCAB = 256 + 2
@@ -27,8 +42,8 @@ _MIN_VOCAB = 256 + 2
 class Tokenizer(Protocol):
   """What the chat renderer and the data pipeline need from a tokenizer.
 
-  ``tokenizers.Tokenizer`` (a Hugging Face ``tokenizer.json``) has the same ``token_to_id``; an
-  adapter for it needs only ``encode``/``decode``/``vocab_size``/``pad_id``.
+  `SentencePieceTokenizer` and `HFTokenizer` implement it, and add ``id_to_token``, ``save`` /
+  ``load`` (beside a checkpoint) and pickling (for grain workers).
   """
 
   @property
@@ -142,12 +157,164 @@ class SentencePieceTokenizer:
     return cls((Path(directory) / SENTENCEPIECE_FILE).read_bytes())
 
 
+class HFTokenizer:
+  """A Hugging Face ``tokenizer.json`` read by the ``tokenizers`` library: an imported Qwen
+  checkpoint's own tokenizer. Picklable (for grain workers); pickles carry the whole JSON.
+
+  ``encode`` never adds BOS/EOS or other template tokens (``add_special_tokens=False``), and any
+  padding or truncation the file configures is switched off: the data pipeline packs and pads rows
+  itself. ``decode`` writes special tokens out (``skip_special_tokens=False``), so decoding is
+  faithful and ``decode(encode(s)) == s`` up to the file's normalizer (Qwen's applies NFC).
+  ``vocab_size`` is the largest id plus one, added tokens included, i.e. the rows of the
+  embedding it needs (a Qwen model's vocabulary is padded beyond that).
+
+  ``pad_id`` is the id of ``pad_token`` when given, else of the ``pad_token`` of
+  ``tokenizer_config.json`` (Qwen's is ``<|endoftext|>``), else of the padding token
+  ``tokenizer.json`` configures, else of the first of `DEFAULT_PAD_TOKENS` in the vocabulary; a
+  tokenizer with none of these is an error. Pad positions are masked out of attention and loss
+  (segment id 0), so any real id would do; following the checkpoint's own choice keeps a saved
+  checkpoint consistent with ``transformers``.
+  """
+
+  def __init__(
+    self,
+    tokenizer_json: str,
+    config: Mapping[str, Any] | None = None,
+    pad_token: str | None = None,
+  ):
+    self._json = str(tokenizer_json)
+    self._config = dict(config or {})
+    try:
+      tok = tokenizers.Tokenizer.from_str(self._json)
+    except Exception as err:  # the Rust side raises plain Exceptions
+      raise ValueError(f"not a valid Hugging Face {HF_TOKENIZER_FILE}: {err}") from err
+    padding = tok.padding
+    tok.no_padding()
+    tok.no_truncation()
+    self._tok = tok
+    vocab = tok.get_vocab(with_added_tokens=True)
+    if not vocab:
+      raise ValueError(f"the {HF_TOKENIZER_FILE} has an empty vocabulary")
+    self._vocab_size = max(vocab.values()) + 1
+    self._pad_token = pad_token or _hf_pad_token(self._config, padding, vocab)
+    pad_id = tok.token_to_id(self._pad_token)
+    if pad_id is None:
+      raise ValueError(f"the pad token {self._pad_token!r} is not in the tokenizer's vocabulary")
+    self._pad_id = pad_id
+
+  def __reduce__(self):
+    return (HFTokenizer, (self._json, self._config, self._pad_token))
+
+  @classmethod
+  def from_tokenizer(
+    cls, tokenizer: tokenizers.Tokenizer, pad_token: str | None = None
+  ) -> HFTokenizer:
+    """Wraps a ``tokenizers.Tokenizer`` built or trained in memory."""
+    return cls(tokenizer.to_str(), pad_token=pad_token)
+
+  @property
+  def vocab_size(self) -> int:
+    return self._vocab_size
+
+  @property
+  def pad_id(self) -> int:
+    return self._pad_id
+
+  @property
+  def pad_token(self) -> str:
+    return self._pad_token
+
+  def encode(self, text: str) -> list[int]:
+    return self._tok.encode(text, add_special_tokens=False).ids
+
+  def decode(self, ids: Sequence[int]) -> str:
+    return self._tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+  def token_to_id(self, token: str) -> int | None:
+    return self._tok.token_to_id(token)
+
+  def id_to_token(self, i: int) -> str:
+    token = self._tok.id_to_token(int(i))
+    if token is None:
+      raise IndexError(f"id {i} is not in the tokenizer's vocabulary of {self.vocab_size}")
+    return token
+
+  def save(self, directory: str | Path) -> Path:
+    """Writes ``tokenizer.json`` (as read) and ``tokenizer_config.json`` (the one read, if any,
+    naming the pad token); returns the former."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / HF_TOKENIZER_FILE
+    path.write_text(self._json, encoding="utf-8")
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", **self._config}
+    config["pad_token"] = self._pad_token
+    (directory / HF_TOKENIZER_CONFIG_FILE).write_text(
+      json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    return path
+
+  @classmethod
+  def load(cls, directory: str | Path) -> HFTokenizer:
+    directory = Path(directory)
+    config_path = directory / HF_TOKENIZER_CONFIG_FILE
+    config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else None
+    return cls((directory / HF_TOKENIZER_FILE).read_text(encoding="utf-8"), config)
+
+
+def _hf_pad_token(
+  config: Mapping[str, Any], padding: Mapping[str, Any] | None, vocab: Mapping[str, int]
+) -> str:
+  """The pad token a Hugging Face tokenizer names (see `HFTokenizer`)."""
+  named = config.get("pad_token")
+  if isinstance(named, Mapping):  # a serialized AddedToken
+    named = named.get("content")
+  if named:
+    return str(named)
+  if padding and padding.get("pad_token"):
+    return str(padding["pad_token"])
+  for token in DEFAULT_PAD_TOKENS:
+    if token in vocab:
+      return token
+  raise ValueError(
+    f"the tokenizer names no pad token (neither {HF_TOKENIZER_CONFIG_FILE} nor its padding) and "
+    f"has none of {list(DEFAULT_PAD_TOKENS)}; pass pad_token="
+  )
+
+
+def has_tokenizer(directory: str | Path) -> bool:
+  """Whether ``directory`` holds a tokenizer `load_tokenizer` reads."""
+  return any((Path(directory) / name).is_file() for name in TOKENIZER_FILES)
+
+
 def load_tokenizer(directory: str | Path) -> Tokenizer:
-  """The tokenizer saved in ``directory`` (a checkpoint's directory or the run's workdir)."""
+  """The tokenizer saved in ``directory`` (a checkpoint's directory or the run's workdir): a
+  Hugging Face ``tokenizer.json`` or a SentencePiece ``tokenizer.model``. A directory with both
+  (some Hugging Face checkpoints ship the slow tokenizer's model too) gives the former, as
+  ``transformers`` does."""
   directory = Path(directory)
+  if (directory / HF_TOKENIZER_FILE).is_file():
+    return HFTokenizer.load(directory)
   if (directory / SENTENCEPIECE_FILE).is_file():
     return SentencePieceTokenizer.load(directory)
   raise FileNotFoundError(
     f"no tokenizer in {directory}: expected {SENTENCEPIECE_FILE} (a SentencePiece model written "
-    "by experiments.train_tokenizer)"
+    f"by experiments.train_tokenizer) or {HF_TOKENIZER_FILE} (a Hugging Face tokenizer, as an "
+    "imported Qwen checkpoint has)"
   )
+
+
+def missing_tokens(tokenizer: Tokenizer, tokens: Iterable[str]) -> list[str]:
+  """The ``tokens`` that are not one vocabulary entry each of ``tokenizer``."""
+  return [t for t in tokens if tokenizer.token_to_id(t) is None]
+
+
+def require_tokens(tokenizer: Tokenizer, tokens: Iterable[str], source: str | Path = "") -> None:
+  """Raises a ValueError naming every one of ``tokens`` that is not a single id of
+  ``tokenizer`` (the chat format's special tokens must be)."""
+  missing = missing_tokens(tokenizer, tokens)
+  if missing:
+    where = f" of {source}" if str(source) else ""
+    raise ValueError(
+      f"the tokenizer{where} has no single id for the special token(s) {missing}: the chat "
+      "format (rl.chat) needs each of them as one vocabulary entry"
+    )

@@ -382,11 +382,9 @@ def test_training_starts_from_imported_weights(tmp_path, run_files, hf_checkpoin
 def test_an_imported_checkpoint_brings_its_tokenizer(tmp_path, tokenizer):
   config = get_config("tiny")
   config.model.init_from = str(tmp_path / "ckpt")
-  (tmp_path / "ckpt").mkdir()
-  (tmp_path / "ckpt" / "tokenizer.json").write_text("{}")  # a Hugging Face tokenizer: no adapter
-  with pytest.raises(NotImplementedError, match=r"tokenizer\.json"):
-    sft.get_tokenizer(config, tmp_path / "run", [])
-  tokenizer.save(tmp_path / "ckpt")  # one this project reads: used as is, nothing is trained
+  # A SentencePiece one: used as is, nothing is trained (a Hugging Face tokenizer.json:
+  # tests/rl/test_tokenizer.py).
+  tokenizer.save(tmp_path / "ckpt")
   loaded = sft.get_tokenizer(config, tmp_path / "run", [])
   assert loaded.vocab_size == tokenizer.vocab_size
   assert loaded.encode("get_item I7") == tokenizer.encode("get_item I7")
