@@ -21,8 +21,6 @@ from models.model import Cache, DecoderLayer, Transformer, embed, layer_context,
 from models.moe import DenseExperts, decode_dense
 from models.moe import dense_experts as moe_dense
 
-LINEAR, FULL = "linear_attention", "full_attention"
-
 
 def prefill(
   model: Transformer, tokens_bt: jax.Array, lengths_b: jax.Array, max_len: int
@@ -71,12 +69,6 @@ def greedy_generate(
   return tokens_sb.T
 
 
-def layer_kinds(config: ModelConfig) -> tuple[str, ...]:
-  """Each layer's mixer, in order (transformers' `layer_types`)."""
-  block = (LINEAR,) * (config.full_attention_interval - 1) + (FULL,)
-  return block * config.num_blocks
-
-
 class Unrolled(NamedTuple):
   """The model's weights with one entry per layer (pure dicts of arrays, in layer order)."""
 
@@ -118,7 +110,7 @@ _EXPERT_WEIGHTS = ("w_gate_edf", "w_up_edf", "w_down_efd")
 
 
 def unroll_cache(cache: Cache) -> tuple[Any, ...]:
-  """One cache per layer, in `layer_kinds` order (copies)."""
+  """One cache per layer, in layer order (`ModelConfig.layer_kinds`; copies)."""
   blocks, per_block = jax.tree.leaves(cache.linear)[0].shape[:2]
   out = []
   for b in range(blocks):
@@ -166,7 +158,7 @@ def forward_unrolled(
   x_btd = embed(weights.embed_vd, tokens_bt, config)
   new_caches = []
   dense = weights.dense_experts or (None,) * len(weights.layers)
-  layers = zip(layer_kinds(config), weights.layers, dense, layer_caches, strict=True)
+  layers = zip(config.layer_kinds(), weights.layers, dense, layer_caches, strict=True)
   for kind, pure, dense_experts, cache in layers:
     layer = _module(lambda kind=kind: DecoderLayer(config, kind, rngs=nnx.Rngs(0)), pure)
     x_btd, cache, _ = layer(x_btd, ctx, cache, dense_experts)

@@ -32,7 +32,11 @@ def config_from_hf(hf: dict[str, Any], **overrides: Any) -> ModelConfig:
   if text.get("hidden_act", "silu") != "silu" or text.get("attention_bias", False):
     raise ValueError("only SiLU experts and bias-free attention are supported")
   rope = text.get("rope_parameters") or {}
-  interval = text.get("full_attention_interval", 4)
+  layer_types = text.get("layer_types")
+  interval = text.get("full_attention_interval")
+  if interval is None:  # transformers' configs carry `layer_types`, not always the interval
+    full = "full_attention"
+    interval = layer_types.index(full) + 1 if layer_types and full in layer_types else 4
   config = ModelConfig(
     vocab_size=text["vocab_size"],
     d_model=text["hidden_size"],
@@ -58,7 +62,6 @@ def config_from_hf(hf: dict[str, Any], **overrides: Any) -> ModelConfig:
     rms_norm_eps=text["rms_norm_eps"],
     tie_embeddings=hf.get("tie_word_embeddings", text.get("tie_word_embeddings", False)),
   ).replace(**overrides)
-  layer_types = text.get("layer_types")
   if layer_types is not None and list(layer_types) != config.layer_kinds():
     raise ValueError(
       f"layer_types {layer_types} are not {config.full_attention_interval - 1} DeltaNet layers "
@@ -76,6 +79,7 @@ def config_to_hf(config: ModelConfig) -> dict[str, Any]:
     "hidden_size": config.d_model,
     "num_hidden_layers": config.num_layers,
     "layer_types": config.layer_kinds(),
+    "full_attention_interval": config.full_attention_interval,
     "num_attention_heads": config.num_heads,
     "num_key_value_heads": config.num_kv_heads,
     "head_dim": config.head_dim,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from models import from_pretrained, save_pretrained
-from models.hf import config_from_hf
+from models import from_pretrained, get_config, save_pretrained
+from models.hf import config_from_hf, config_to_hf
 from models.safetensors_io import INDEX_FILE, SafetensorsDir, ShardedWriter
 
 torch = pytest.importorskip("torch")
@@ -129,10 +129,19 @@ def test_fused_expert_tensors_import_like_split_ones(text_checkpoint, tmp_path):
 
 def test_unsupported_layer_pattern_is_rejected(text_checkpoint):
   hf = json.loads((text_checkpoint[0] / "config.json").read_text())
-  hf["layer_types"] = ["full_attention"] * 8
+  hf["layer_types"] = ["full_attention"] + ["linear_attention"] * 7  # not a repeated block
   with pytest.raises(ValueError, match="layer_types"):
     config_from_hf(hf)
 
 
 def jax_leaves(model):
   return [np.asarray(v[...]) for _, v in nnx.to_flat_state(nnx.state(model, nnx.Param))]
+
+
+@pytest.mark.parametrize("interval", [1, 2, 4])
+def test_config_round_trips_whatever_the_attention_interval(interval):
+  config = get_config("tiny", num_layers=4, full_attention_interval=interval)
+  assert config_from_hf(config_to_hf(config)).layer_kinds() == config.layer_kinds()
+  hf = config_to_hf(config)
+  del hf["full_attention_interval"]  # configs that carry only `layer_types`
+  assert config_from_hf(hf).full_attention_interval == interval

@@ -340,15 +340,25 @@ def test_token_budgets_cut_generation(sampled_setup, sampled_rollouts, renderer)
       assert ro.generated_tokens == PER_TURN and ro.turns == 1 and not ro.finished
 
 
-def test_inverse_cdf_sampling_follows_the_distribution():
+@pytest.mark.parametrize("block", [128, 2, 3])
+def test_inverse_cdf_sampling_follows_the_distribution(block):
+  """Blocks of 2 and 3 split the 5 ids across blocks, one of them partly padding."""
   n = 20000
   probs = np.asarray([0.1, 0.2, 0.3, 0.4, 0.0])
   with np.errstate(divide="ignore"):
     z_bv = jnp.broadcast_to(jnp.log(jnp.asarray(probs, jnp.float32)), (n, 5))
-  ids = np.asarray(categorical(jax.random.split(jax.random.key(0), n), z_bv))
+  ids = np.asarray(categorical(jax.random.split(jax.random.key(0), n), z_bv, block))
   frequencies = np.bincount(ids, minlength=5) / n
   assert frequencies[4] == 0  # probability 0 (a filtered id) is never drawn
   np.testing.assert_allclose(frequencies, probs, atol=0.015)  # ~4 standard deviations
+
+
+def test_inverse_cdf_never_draws_a_filtered_id_of_a_large_vocabulary():
+  """Top-p leaves few ids with mass across a 1,000-id vocabulary (8 blocks of 128)."""
+  z_bv = jax.random.normal(jax.random.key(1), (4096, 1000)) * 3
+  z_bv = top_p_filter(z_bv, 0.5)
+  ids = np.asarray(categorical(jax.random.split(jax.random.key(2), 4096), z_bv))
+  assert np.isfinite(np.asarray(z_bv)[np.arange(4096), ids]).all()
 
 
 def test_top_p_keeps_the_smallest_set_with_enough_mass():
