@@ -8,6 +8,7 @@ or to lists of numbers (one per x value); ``run_seeds`` calls it for every seed 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -83,20 +84,44 @@ def band_note(num_seeds: int) -> str:
 
 
 def run_seeds(
-  one_seed: Callable[[int, Path], dict[str, Any]], seeds: Sequence[int], workdir: str | Path
+  one_seed: Callable[[int, Path], dict[str, Any]],
+  seeds: Sequence[int],
+  workdir: str | Path,
+  config: Any = None,
 ) -> list[dict[str, Any]]:
   """``one_seed(seed, workdir / f"seed_{seed}")`` for every seed, with a banner per seed; each
-  seed's result is also written as ``seed_<s>/result.json``."""
+  seed's result is also written as ``seed_<s>/result.json``.
+
+  With ``config`` (JSON-serializable, or an ``ml_collections.ConfigDict``) its digest is stored in
+  the result, and a seed whose ``result.json`` holds the same digest is not run again: a run cut
+  short resumes at its first unfinished seed, and seeds can be added to a finished run."""
   if not seeds:
     raise ValueError("no seeds given")
   if len(set(seeds)) != len(seeds):
     raise ValueError(f"seeds repeat: {list(seeds)}")
+  digest = config_digest(config) if config is not None else None
   results, t0 = [], time.perf_counter()
   for i, seed in enumerate(seeds, 1):
-    print(f"\n##### seed {seed} ({i}/{len(seeds)}, t = {time.perf_counter() - t0:.0f} s)")
     seed_dir = Path(workdir) / f"seed_{seed}"
+    done = seed_dir / "result.json"
+    if digest and done.is_file():
+      result = json.loads(done.read_text())
+      if result.get("config_digest") == digest:
+        print(f"\n##### seed {seed} ({i}/{len(seeds)}): done before, reusing {done}")
+        results.append(result)
+        continue
+    print(f"\n##### seed {seed} ({i}/{len(seeds)}, t = {time.perf_counter() - t0:.0f} s)")
     seed_dir.mkdir(parents=True, exist_ok=True)
     result = {"seed": seed, **one_seed(seed, seed_dir)}
-    (seed_dir / "result.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    if digest:
+      result["config_digest"] = digest
+    done.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     results.append(result)
   return results
+
+
+def config_digest(config: Any) -> str:
+  """A short digest of a config (its JSON, keys sorted)."""
+  data = config.to_dict() if hasattr(config, "to_dict") else config
+  text = json.dumps(data, sort_keys=True, default=str)
+  return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -65,7 +65,7 @@ def reweighting(
         out[f"{reward}_{key}"] = summary[key]
     return out
 
-  results = run_seeds(one_seed, seeds, workdir)
+  results = run_seeds(one_seed, seeds, workdir, config)
   stats = over_seeds(results, [f"{r}_{k}" for r in rewards for k in CURVES])
   steps = list(range(1, len(results[0][f"{rewards[0]}_mean_reward"]) + 1))
   eval_steps = results[0]["eval_steps"]

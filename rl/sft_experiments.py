@@ -228,7 +228,7 @@ def env_scaling(
         out[f"sft_{m}"].append(r[m])
     return out
 
-  results = run_seeds(one_seed, seeds, workdir)
+  results = run_seeds(one_seed, seeds, workdir, config)
   return _finish("environment scaling", results, "trajectories", {"sft": sizes}, workdir)
 
 
@@ -267,7 +267,7 @@ def single_vs_composed(
         out[f"{arm}_{m}"] = [r[m]]
     return out
 
-  results = run_seeds(one_seed, seeds, workdir)
+  results = run_seeds(one_seed, seeds, workdir, config)
   summary = _finish(
     "single vs composed", results, "budget", {arm: [budget] for arm in arms}, workdir
   )

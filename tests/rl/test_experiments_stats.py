@@ -76,6 +76,21 @@ def test_run_seeds_gives_each_seed_a_directory(tmp_path):
     run_seeds(one, [1, 1], tmp_path)
 
 
+def test_finished_seeds_of_the_same_config_are_reused(tmp_path):
+  """A cut-short run resumes at its first unfinished seed; another config reruns every seed."""
+  seen = []
+
+  def one(seed, wd):
+    seen.append(seed)
+    return {"x": seed * 2}
+
+  run_seeds(one, [1, 2], tmp_path, {"lr": 0.1})
+  results = run_seeds(one, [1, 2, 3], tmp_path, {"lr": 0.1})
+  assert seen == [1, 2, 3] and [r["x"] for r in results] == [2, 4, 6]
+  run_seeds(one, [1], tmp_path, {"lr": 0.2})
+  assert seen == [1, 2, 3, 1]
+
+
 def _is_png(path):
   with open(path, "rb") as f:
     return f.read(8) == b"\x89PNG\r\n\x1a\n"
