@@ -86,11 +86,7 @@ def unroll(model: Transformer, dense_experts: bool = False) -> Unrolled:
   cfg = model.config
   linear = nnx.to_pure_dict(nnx.state(model.blocks.linear))  # leaves [blocks, interval - 1, ...]
   attention = nnx.to_pure_dict(nnx.state(model.blocks.attention))  # leaves [blocks, ...]
-  layers = []
-  for b in range(cfg.num_blocks):
-    for j in range(cfg.full_attention_interval - 1):
-      layers.append(jax.tree.map(lambda x, b=b, j=j: x[b, j], linear))
-    layers.append(jax.tree.map(lambda x, b=b: x[b], attention))
+  layers = _per_layer(linear, attention)
   dense = None
   if dense_experts:
     dtype = cfg.compute_dtype
@@ -101,7 +97,7 @@ def unroll(model: Transformer, dense_experts: bool = False) -> Unrolled:
     embed_vd=model.embed_vd[...],
     head_dv=model.head_weight(),
     final_norm=nnx.to_pure_dict(nnx.state(model.final_norm)),
-    layers=tuple(layers),
+    layers=layers,
     dense_experts=dense,
   )
 
@@ -111,11 +107,17 @@ _EXPERT_WEIGHTS = ("w_gate_edf", "w_up_edf", "w_down_efd")
 
 def unroll_cache(cache: Cache) -> tuple[Any, ...]:
   """One cache per layer, in layer order (`ModelConfig.layer_kinds`; copies)."""
-  blocks, per_block = jax.tree.leaves(cache.linear)[0].shape[:2]
+  return _per_layer(cache.linear, cache.attention)
+
+
+def _per_layer(linear: Any, attention: Any) -> tuple[Any, ...]:
+  """Slices of the stacked trees in layer order: `linear`'s leaves are [blocks, interval - 1,
+  ...], `attention`'s [blocks, ...]; each block's DeltaNet layers, then its attention layer."""
+  blocks, per_block = jax.tree.leaves(linear)[0].shape[:2]
   out = []
   for b in range(blocks):
-    out += [jax.tree.map(lambda x, b=b, j=j: x[b, j], cache.linear) for j in range(per_block)]
-    out.append(jax.tree.map(lambda x, b=b: x[b], cache.attention))
+    out += [jax.tree.map(lambda x, b=b, j=j: x[b, j], linear) for j in range(per_block)]
+    out.append(jax.tree.map(lambda x, b=b: x[b], attention))
   return tuple(out)
 
 

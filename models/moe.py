@@ -92,10 +92,15 @@ def dispatch_ragged_dot(x_nd, weights_nk, experts_nk, w_gate_edf, w_up_edf, w_do
   return _unsort_combine(out_rd, order_r, weights_nk)
 
 
+def combine_weights(weights_nk, experts_nk, num_experts: int) -> jax.Array:
+  """Each token's routing weight for every expert [N, E] (0 for experts it does not use)."""
+  return jnp.einsum("nk,nke->ne", weights_nk, jax.nn.one_hot(experts_nk, num_experts))
+
+
 def dispatch_loop(x_nd, weights_nk, experts_nk, w_gate_edf, w_up_edf, w_down_efd, tile):
   del tile
   num_experts = w_gate_edf.shape[0]
-  combine_ne = jnp.einsum("nk,nke->ne", weights_nk, jax.nn.one_hot(experts_nk, num_experts))
+  combine_ne = combine_weights(weights_nk, experts_nk, num_experts)
   out_nd = jnp.zeros_like(x_nd)
   for e in range(num_experts):
     y_nd = _swiglu(x_nd, w_gate_edf[e], w_up_edf[e], w_down_efd[e], jnp.matmul)
@@ -128,7 +133,7 @@ def dispatch_dense(x_nd, weights_nk, experts_nk, dense: DenseExperts) -> jax.Arr
   e, f, d = dense.down_efd.shape
   h_n2ef = (x_nd @ dense.gate_up_dx.astype(dtype)).reshape(n, 2, e, f)
   act_nef = jax.nn.silu(h_n2ef[:, 0]) * h_n2ef[:, 1]
-  combine_ne = jnp.einsum("nk,nke->ne", weights_nk, jax.nn.one_hot(experts_nk, e))
+  combine_ne = combine_weights(weights_nk, experts_nk, e)
   act_nef = act_nef * combine_ne[:, :, None].astype(dtype)
   return act_nef.reshape(n, e * f) @ dense.down_efd.reshape(e * f, d).astype(dtype)
 
@@ -228,20 +233,20 @@ class MoE(nnx.Module):
     logits_gne = x_gnd.astype(jnp.float32) @ self.w_router_de[...].astype(jnp.float32)
     probs_gne, weights_gnk, experts_gnk = route(logits_gne, cfg.num_experts_per_tok)
 
-    # Still sharded like the parameters: what the backward pass keeps of them between the passes.
-    experts = [
-      sharding.constrain(w[...].astype(dtype), names)
-      for w, names in zip(
-        (self.w_gate_edf, self.w_up_edf, self.w_down_efd),
-        (_GATE_UP_AXES, _GATE_UP_AXES, _DOWN_AXES),
-        strict=True,
-      )
-    ]
     if dense is not None:
       routed_gnd = map_groups(
         lambda x, w, e: dispatch_dense(x, w, e, dense), x_gnd, weights_gnk, experts_gnk
       )
     else:
+      # Still sharded like the parameters: what the backward pass keeps of them between the passes.
+      experts = [
+        sharding.constrain(w[...].astype(dtype), names)
+        for w, names in zip(
+          (self.w_gate_edf, self.w_up_edf, self.w_down_efd),
+          (_GATE_UP_AXES, _GATE_UP_AXES, _DOWN_AXES),
+          strict=True,
+        )
+      ]
       routed_gnd = dispatch_groups(
         backend or cfg.moe_backend,
         *(x_gnd, weights_gnk, experts_gnk, *experts, cfg.moe_tile),

@@ -303,15 +303,10 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
   )
 
 
-def missing_tokens(tokenizer: Tokenizer, tokens: Iterable[str]) -> list[str]:
-  """The ``tokens`` that are not one vocabulary entry each of ``tokenizer``."""
-  return [t for t in tokens if tokenizer.token_to_id(t) is None]
-
-
 def require_tokens(tokenizer: Tokenizer, tokens: Iterable[str], source: str | Path = "") -> None:
   """Raises a ValueError naming every one of ``tokens`` that is not a single id of
   ``tokenizer`` (the chat format's special tokens must be)."""
-  missing = missing_tokens(tokenizer, tokens)
+  missing = [t for t in tokens if tokenizer.token_to_id(t) is None]
   if missing:
     where = f" of {source}" if str(source) else ""
     raise ValueError(
