@@ -4,10 +4,10 @@ and ``summary.json`` written and printed at the end."""
 from collections.abc import Callable
 from typing import Any
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 
 
 def run_experiment(experiment: Callable[..., dict[str, Any]], name: str) -> None:
@@ -23,4 +23,4 @@ def run_experiment(experiment: Callable[..., dict[str, Any]], name: str) -> None
     summary = experiment(config.value, [int(s) for s in seeds.value], workdir.value)
     write_summary(workdir.value, summary)
 
-  app.run(main)
+  run_main(main)

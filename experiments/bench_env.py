@@ -1,9 +1,9 @@
 """Benchmarks the service runtime: ``python -m experiments.bench_env --workdir=DIR``."""
 
-from absl import app, flags
+from absl import flags
 
 from compoworld.benchmark import DEFAULT_SERVICES, bench_env
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/bench_env", "Where summary.json goes.")
 _SERVICES = flags.DEFINE_list("services", list(DEFAULT_SERVICES), "The joint state's services.")
@@ -18,4 +18,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

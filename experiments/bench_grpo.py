@@ -16,12 +16,12 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags
+from absl import flags
 from flax import nnx
 
 import models
 from configs.grpo import get_config
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 from rl import grpo
 from rl.grpo_loss import GRPOLossConfig
 from rl.rollout import Rollout, make_sampler, sample_turn, take_rows
@@ -145,4 +145,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

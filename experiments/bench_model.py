@@ -1,8 +1,8 @@
 """Benchmarks the model on this machine: ``python -m experiments.bench_model --workdir=DIR``."""
 
-from absl import app, flags
+from absl import flags
 
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 from models.benchmark import bench_model
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/bench_model", "Where summary.json goes.")
@@ -36,4 +36,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

@@ -8,9 +8,9 @@ with and without the cache; the same sampler shape on the reference model (vocab
 256, 4 layers, 8 experts top-2) against Tunix's ~1,100 tokens/s. Writes ``DIR/summary.json``.
 """
 
-from absl import app, flags
+from absl import flags
 
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 from models.config import MOE_BACKENDS
 from rl.rollout_bench import run_benchmarks
 
@@ -45,4 +45,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

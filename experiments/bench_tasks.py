@@ -9,11 +9,11 @@ import os
 import random
 import time
 
-from absl import app, flags
+from absl import flags
 
 from compoworld.generate import generate_tasks
 from compoworld.tasks import gate_failures, load_tasks, save_tasks
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 
 _NUM_TASKS = flags.DEFINE_integer("num_tasks", 10_000, "Tasks to generate.")
 _WORKERS = flags.DEFINE_integer("workers", os.cpu_count() or 1, "Worker processes.")
@@ -54,4 +54,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

@@ -12,10 +12,10 @@ work, ``speedup_vs_baseline`` is the figure that load does not distort.
 as in the Qwen3-MoE the reference figure was measured on.
 """
 
-from absl import app, flags
+from absl import flags
 
 import models
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 from rl.sft import REFERENCE_BATCH, REFERENCE_SHAPE, benchmark, reference_model_config
 
 TUNIX_TOKENS_PER_S = 1100  # Tunix 0.1.7 on the reference shape, 2 CPU cores (the issue's figure)
@@ -63,4 +63,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

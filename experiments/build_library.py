@@ -11,12 +11,12 @@ A manifest built from the same specs is reused unless ``--rebuild``. With
 
 import os
 
-from absl import app, flags
+from absl import flags
 
 from compoworld.build import build_library
 from compoworld.llm import make_client
 from compoworld.synthesis import Synthesizer
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 
 _SPECS = flags.DEFINE_string("specs", None, "Spec file (.jsonl corpus or tools/list .json).")
 _WORKDIR = flags.DEFINE_string(
@@ -48,4 +48,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

@@ -6,11 +6,11 @@ writes ``DIR/trajectories.jsonl`` (every trajectory with its rubric result), ``D
 from ``$OPENAI_API_KEY`` and its endpoint from ``--base_url`` or ``$OPENAI_BASE_URL``.
 """
 
-from absl import app, flags
+from absl import flags
 
 from compoworld.tasks import load_tasks
 from compoworld.trajectories import collect_trajectories
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 
 _TASKS = flags.DEFINE_string("tasks", None, "tasks.jsonl to play.", required=True)
 _AGENT = flags.DEFINE_enum("agent", "oracle", ["oracle", "openai"], "Who plays the tasks.")
@@ -45,4 +45,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

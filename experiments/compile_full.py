@@ -3,7 +3,9 @@
 
 import os
 
-from absl import app, flags
+from absl import flags
+
+from experiments.common import run_main
 
 _CONFIG = flags.DEFINE_string("config", "qwen3_5_35b_a3b", "Model config name.")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/compile_full", "Where summary.json goes.")
@@ -41,4 +43,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

@@ -8,10 +8,12 @@ each training stage. Writes ``report.md``, the training curves and ``summary.jso
 foundation's demo instead: the Appendix D meetup task solved by the oracle.
 """
 
-from absl import app, flags
+from pathlib import Path
+
+from absl import flags
 from ml_collections import config_flags
 
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 
 _CONFIG = config_flags.DEFINE_config_file(
   "config", "configs/demo.py", "Pipeline config (configs/demo.py:tiny or :test).", lock_config=True
@@ -37,9 +39,11 @@ def main(argv):
   from rl.pipeline import run
 
   summary = run(_CONFIG.value, _WORKDIR.value, _STAGES.value)
-  print(f"report: {summary['files']['report']}")
   write_summary(_WORKDIR.value, summary)
+  # Last, after the summary's JSON line: where to look.
+  print(f"report: {summary['files']['report']}")
+  print(f"summary: {Path(_WORKDIR.value) / 'summary.json'}")
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

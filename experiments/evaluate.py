@@ -8,10 +8,10 @@ and the split when the file came from ``experiments.split_tasks``). ``openai:`` 
 from ``$OPENAI_API_KEY`` and its endpoint from ``--base_url`` or ``$OPENAI_BASE_URL``.
 """
 
-from absl import app, flags
+from absl import flags
 
 from compoworld.evaluation import MAX_TURNS, run_evaluation
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 
 _AGENT = flags.DEFINE_string("agent", "oracle", "oracle, openai:MODEL or checkpoint:DIR.")
 _TASKS = flags.DEFINE_string("tasks", None, "tasks.jsonl to evaluate on.", required=True)
@@ -43,4 +43,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

@@ -6,7 +6,7 @@
 
 import os
 
-from absl import app, flags
+from absl import flags
 
 from compoworld.build import load_compiled_library
 from compoworld.domains import DOMAINS
@@ -15,7 +15,7 @@ from compoworld.generate import generate_tasks
 from compoworld.llm import make_client
 from compoworld.llm_author import LLMAuthor
 from compoworld.tasks import save_tasks
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 
 _NUM_TASKS = flags.DEFINE_integer("num_tasks", 100, "Task indices to generate.")
 _SEED = flags.DEFINE_integer("seed", 0, "Generation seed: same seed, same file.")
@@ -67,4 +67,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

@@ -7,10 +7,10 @@ Writes ``summary.json`` (services, tools, tools by domain, read/write split, por
 import json
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 
 from compoworld.library import library_stats, manifest
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/library_stats", "Where results are written.")
 
@@ -24,4 +24,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

@@ -1,8 +1,8 @@
 """Sizes and FLOPs of a model config: ``python -m experiments.model_info --config=NAME --workdir=DIR``."""
 
-from absl import app, flags
+from absl import flags
 
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 from models import get_config
 from models.flops import model_summary
 
@@ -18,4 +18,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

@@ -11,10 +11,10 @@ import contextlib
 import os
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from compoworld.mcp_server import load_task, serve
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 
 _TASKS = flags.DEFINE_string("tasks", None, "tasks.jsonl file holding the task.", required=True)
 _TASK_ID = flags.DEFINE_string("task_id", None, "Task to serve (default: the file's only task).")
@@ -43,4 +43,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

@@ -10,9 +10,9 @@ records what was served.
 
 import os
 
-from absl import app, flags
+from absl import flags
 
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 from rl.policy_server import serve
 
 _CHECKPOINT = flags.DEFINE_string("checkpoint", None, "Checkpoint or run directory.", required=True)
@@ -44,4 +44,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

@@ -6,11 +6,11 @@ writes ``train.jsonl``, ``eval.jsonl`` and ``summary.json`` (the split, recorded
 
 import os
 
-from absl import app, flags
+from absl import flags
 
 from compoworld.splits import split_by_composition, split_by_services
 from compoworld.tasks import load_tasks, save_tasks
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 
 _TASKS = flags.DEFINE_string("tasks", None, "tasks.jsonl to split.", required=True)
 _MODE = flags.DEFINE_enum("mode", "composition", ["composition", "services"], "What is held out.")
@@ -36,4 +36,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

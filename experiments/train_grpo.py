@@ -7,10 +7,10 @@ metrics as TensorBoard event files and ``DIR/summary.json`` (steps, reward, mean
 pass_rate per step, the held-out eval curve, ...) and exports the policy to ``DIR/policy``.
 """
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 from rl.grpo import train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "GRPO config file.", lock_config=True)
@@ -32,4 +32,4 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["config"])
-  app.run(main)
+  run_main(main)

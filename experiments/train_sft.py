@@ -5,10 +5,10 @@ from the latest checkpoint in ``DIR/checkpoints``), writes metrics as TensorBoar
 ``DIR/summary.json`` (steps, initial_loss, final_loss, eval_loss, tokens_per_s, mfu, ...).
 """
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 from rl.sft import train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "SFT config file.", lock_config=True)
@@ -22,4 +22,4 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["config"])
-  app.run(main)
+  run_main(main)

@@ -6,10 +6,10 @@ SentencePiece model with the chat format's special tokens reserved, and writes
 ``DIR/tokenizer.model`` and ``DIR/summary.json``.
 """
 
-from absl import app, flags
+from absl import flags
 
 from compoworld.tasks import load_tasks
-from experiments.common import write_summary
+from experiments.common import run_main, write_summary
 from rl.corpus import train_tokenizer
 
 _TASKS = flags.DEFINE_string("tasks", None, "tasks.jsonl whose trajectories form the corpus.")
@@ -24,4 +24,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_main(main)

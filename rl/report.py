@@ -159,6 +159,11 @@ def write_report(
     line += f"; train loss {sft['initial_loss']:.3f} → {sft['final_loss']:.3f}"
   if sft.get("eval_loss") is not None and sft.get("initial_eval_loss") is not None:
     line += f", held-out loss {sft['initial_eval_loss']:.3f} → {sft['eval_loss']:.3f}"
+  if sft.get("eval_turn_match") is not None and sft.get("initial_eval_turn_match") is not None:
+    line += (
+      f", held-out oracle turns reproduced greedily {sft['initial_eval_turn_match']:.3f} → "
+      f"{sft['eval_turn_match']:.3f}"
+    )
   if sft.get("tokens_per_s"):
     line += f"; {sft['tokens_per_s']:.0f} tokens/s"
   lines += [line + ".", ""]

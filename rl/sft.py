@@ -168,6 +168,44 @@ def head_losses(
   return _fused_head_losses(hidden_btd, head_dv, targets_bt.astype(jnp.int32), weight_bt, chunk)
 
 
+def head_correct(
+  hidden_btd: jax.Array, head_dv: jax.Array, targets_bt: jax.Array, chunk: int | None = None
+) -> jax.Array:
+  """[B, T] bool: whether each target is the argmax of its logits (ties count), computed
+  ``chunk`` time steps at a time as ``head_losses`` does, so the [B, T, V] logits never exist."""
+  b, t = targets_bt.shape
+  chunk = chunk or loss_chunk_length(t, b)
+  if t % chunk:
+    raise ValueError(f"loss chunk {chunk} does not divide the {t} time steps")
+
+  def body(_, xs):
+    h_bcd, targets_bc = xs
+    _, _, _, target_bc, max_bc = _head_chunk(h_bcd, head_dv, targets_bc)
+    return None, target_bc >= max_bc
+
+  xs = (_time_chunks(hidden_btd, chunk), _time_chunks(targets_bt.astype(jnp.int32), chunk))
+  _, correct_nbc = jax.lax.scan(body, None, xs)
+  return jnp.moveaxis(correct_nbc, 0, 1).reshape(b, t)
+
+
+def turn_matches(correct_bt: np.ndarray, loss_mask_bt: np.ndarray) -> tuple[int, int]:
+  """(turns reproduced, turns): a turn is a run of loss tokens (one assistant message and its
+  ``<|im_end|>``); it is reproduced when every one of its targets is the argmax, i.e. greedy
+  decoding from the oracle's history writes it token for token. A run cut by the row's end is
+  not counted."""
+  mask = np.asarray(loss_mask_bt) > 0
+  wrong = (~np.asarray(correct_bt, bool)) & mask
+  matched = turns = 0
+  for m_t, w_t in zip(mask, wrong, strict=True):
+    edges = np.diff(np.concatenate([[0], m_t.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    keep = ends < len(m_t)  # the run ends inside the row
+    errors = np.add.reduceat(w_t, starts)[keep] if len(starts) else np.zeros(0)
+    turns += int(keep.sum())
+    matched += int((errors == 0).sum())
+  return matched, turns
+
+
 def _forward(graphdef, params, rest, batch: Mapping[str, jax.Array]):
   model = nnx.merge(graphdef, params, rest)
   return model.forward(
@@ -267,11 +305,24 @@ def make_train_step(
 
 
 def make_eval_step(graphdef, loss_chunk: int = 0):
-  """``eval(state, batch) -> (summed NLL, correct, loss tokens)``."""
+  """``eval(state, batch) -> (summed NLL, correct, loss tokens, per-token correct [B, T])``."""
 
   def evaluate(state, batch):
-    nll_sum, correct, _ = _losses(graphdef, state["params"], state["rest"], batch, loss_chunk)
-    return nll_sum, correct, jnp.sum(batch["loss_mask"]).astype(jnp.float32)
+    model = nnx.merge(graphdef, state["params"], state["rest"])
+    out = model.forward(
+      batch["tokens"], positions_bt=batch["positions"], segment_ids_bt=batch["segment_ids"]
+    )
+    targets, mask = batch["targets"], batch["loss_mask"]
+    if loss_chunk < 0:
+      nll_sum, correct = token_losses(out.logits, targets, mask)
+      logits = out.logits.astype(jnp.float32)
+      target = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+      correct_bt = target >= jnp.max(logits, axis=-1)
+    else:
+      chunk = loss_chunk or None
+      nll_sum, correct = head_losses(out.hidden, model.head_weight(), targets, mask, chunk)
+      correct_bt = head_correct(out.hidden, model.head_weight(), targets, chunk)
+    return nll_sum, correct, jnp.sum(mask).astype(jnp.float32), correct_bt
 
   return evaluate
 
@@ -584,15 +635,28 @@ def _save(manager, step: int, state, data_iter) -> None:
   )
 
 
-def _evaluate(eval_step, state, eval_set, renderer, config, mesh) -> float | None:
+def _evaluate(eval_step, state, eval_set, renderer, config, mesh) -> dict[str, float]:
+  """Held-out ``eval_loss``, ``eval_accuracy`` (next-token argmax on assistant tokens) and
+  ``eval_turn_match`` (``turn_matches``: the assistant turns greedy decoding reproduces from
+  the oracle's history); {} without held-out trajectories."""
   if not eval_set:
-    return None
+    return {}
   ds = sft_dataset(eval_set, renderer, _data_config(config, epochs=1, train=False))
-  nll, n = 0.0, 0.0
+  nll = correct = n = 0.0
+  matched = turns = 0
   for batch in ds:
-    s, _, k = eval_step(state, shard_batch(_pad_rows(batch, config.data.batch_size), mesh))
-    nll, n = nll + float(s), n + float(k)
-  return nll / n if n else None
+    batch = _pad_rows(batch, config.data.batch_size)
+    s, c, k, correct_bt = eval_step(state, shard_batch(batch, mesh))
+    nll, correct, n = nll + float(s), correct + float(c), n + float(k)
+    m, t = turn_matches(np.asarray(jax.device_get(correct_bt)), batch["loss_mask"])
+    matched, turns = matched + m, turns + t
+  if not n:
+    return {}
+  return {
+    "eval_loss": nll / n,
+    "eval_accuracy": correct / n,
+    "eval_turn_match": matched / turns if turns else 0.0,
+  }
 
 
 def train(
@@ -663,10 +727,10 @@ def train(
     peak = measure_matmul_peak(dtype=model_config.dtype)
     writer = MetricWriter(workdir)
     initial_eval = (
-      _evaluate(eval_step, state, eval_set, renderer, config, mesh) if start == 0 else None
+      _evaluate(eval_step, state, eval_set, renderer, config, mesh) if start == 0 else {}
     )
-    if initial_eval is not None:
-      writer.write(0, {"eval_loss": initial_eval})
+    if initial_eval:
+      writer.write(0, initial_eval)
 
     history: list[dict[str, float]] = []
     timed_tokens, timed_seconds = 0.0, 0.0
@@ -693,9 +757,8 @@ def train(
       metrics["mfu"] = metrics["tokens_per_s"] * flops_per_token / peak
       history.append({"step": step, **metrics})
       if step % config.eval_every == 0 or step == total_steps:
-        last_eval = _evaluate(eval_step, state, eval_set, renderer, config, mesh)
-        if last_eval is not None:
-          metrics["eval_loss"] = last_eval
+        last_eval = _evaluate(eval_step, state, eval_set, renderer, config, mesh) or last_eval
+        metrics.update(last_eval)
       if step % config.log_every == 0 or "eval_loss" in metrics:
         writer.write(step, metrics)
       bar.set_postfix(loss=f"{metrics['loss']:.3f}", acc=f"{metrics['accuracy']:.3f}")
@@ -722,8 +785,11 @@ def train(
     "initial_loss": history[0]["loss"] if history else None,
     "final_loss": history[-1]["loss"] if history else None,
     "losses": [round(h["loss"], 6) for h in history],
-    "initial_eval_loss": initial_eval,
-    "eval_loss": last_eval,
+    "initial_eval_loss": initial_eval.get("eval_loss"),
+    "eval_loss": last_eval.get("eval_loss"),
+    "initial_eval_turn_match": initial_eval.get("eval_turn_match"),
+    "eval_turn_match": last_eval.get("eval_turn_match"),
+    "eval_accuracy": last_eval.get("eval_accuracy"),
     "final_accuracy": history[-1]["accuracy"] if history else None,
     "tokens_per_s": tokens_per_s,
     "mfu": tokens_per_s * flops_per_token / peak if tokens_per_s else None,

@@ -40,6 +40,9 @@ METRICS = {
   "pass_rate": "held-out pass rate",
   "rubric_score": "held-out rubric score",
   "eval_loss": "held-out SFT loss",
+  # Held-out oracle turns that greedy decoding reproduces token for token from the oracle's
+  # history (rl.sft.turn_matches): moves before whole episodes pass.
+  "eval_turn_match": "held-out turns reproduced",
 }
 
 
@@ -148,6 +151,7 @@ def train_and_evaluate(
     "pass_rate": ev["pass_rate"],
     "rubric_score": ev["rubric_score"],
     "eval_loss": sft["eval_loss"],
+    "eval_turn_match": sft["eval_turn_match"],
     "sft_steps": sft["steps"],
     "final_train_loss": sft["final_loss"],
     "seconds": round(time.perf_counter() - t0, 1),

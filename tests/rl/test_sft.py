@@ -112,6 +112,28 @@ def test_fused_head_losses_equal_the_full_logits_loss(chunk):
   assert float(jnp.abs(grads[0][mask == 0]).max()) == 0.0  # masked tokens get no gradient
 
 
+@pytest.mark.parametrize("chunk", [None, 1, 4])
+def test_head_correct_is_the_full_logits_argmax(chunk):
+  rng = np.random.default_rng(2)
+  b, t, d, v = 2, 8, 8, 30
+  hidden = jnp.asarray(rng.normal(size=(b, t, d)), jnp.float32)
+  head = jnp.asarray(rng.normal(size=(d, v)), jnp.float32)
+  argmax = np.asarray(jnp.einsum("btd,dv->btv", hidden, head).argmax(-1))
+  targets = np.where(rng.random((b, t)) < 0.5, argmax, (argmax + 1) % v)
+  correct = np.asarray(sft.head_correct(hidden, head, jnp.asarray(targets), chunk))
+  np.testing.assert_array_equal(correct, targets == argmax)
+  assert correct.any() and not correct.all()
+
+
+def test_turn_matches_counts_whole_turns_and_skips_a_turn_cut_by_the_row_end():
+  mask = np.array([[0, 1, 1, 0, 0, 1, 1, 1, 0, 1], [1, 1, 0, 1, 0, 0, 0, 0, 0, 0]])
+  correct = np.array([[0, 1, 1, 0, 0, 1, 0, 1, 1, 1], [1, 1, 0, 0, 1, 1, 1, 1, 1, 1]])
+  # Row 0: turns [1, 3) reproduced, [5, 8) not (step 6), [9, 10) cut by the row end.
+  # Row 1: [0, 2) reproduced, [3, 4) not; correct tokens off the mask do not count.
+  assert sft.turn_matches(correct, mask) == (2, 4)
+  assert sft.turn_matches(np.ones_like(mask), np.zeros_like(mask)) == (0, 0)
+
+
 def test_fused_head_loss_chunk_must_divide_the_sequence():
   with pytest.raises(ValueError, match="divide"):
     sft.head_losses(jnp.zeros((1, 6, 4)), jnp.zeros((4, 5)), jnp.zeros((1, 6), jnp.int32),
@@ -289,7 +311,10 @@ def test_tiny_run_learns(tmp_path, run_files):
   assert summary["tokens_per_s"] > 0 and 0 < summary["mfu"] < 1
   assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
   lines = (tmp_path / sft.METRICS_FILE).read_text().splitlines()
-  assert json.loads(lines[0]) == {"step": 0, "eval_loss": summary["initial_eval_loss"]}
+  first = json.loads(lines[0])
+  assert first["step"] == 0 and first["eval_loss"] == summary["initial_eval_loss"]
+  assert first["eval_turn_match"] == summary["initial_eval_turn_match"]
+  assert 0 <= first["eval_accuracy"] <= 1 and 0 <= summary["eval_turn_match"] <= 1
   assert {"loss", "accuracy", "lr", "grad_norm", "tokens_per_s", "mfu"} <= set(json.loads(lines[1]))
   # the run's workdir serves as a policy: its exported weights reproduce the trained model
   from rl.policy import load_policy_parts
