@@ -39,6 +39,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.data.num_packing_bins = 0  # rows packed at once (first fit); 0 = batch_size
   c.data.overlong = "truncate"  # or "drop": trajectories longer than a row
   c.data.seed = 0  # shuffling of trajectories and packed rows, and the held-out split
+  # Loss weight of the tokens the assistant does not write (system, user and tool turns), next
+  # to the assistant's 1; 0 = the paper's SFT. Reported losses are the assistant tokens' alone.
+  c.data.context_loss_weight = 0.0
 
   c.generate = ml_collections.ConfigDict()  # used only when data.trajectories is ""
   c.generate.num_tasks = 3000  # paper: 3K verified trajectories

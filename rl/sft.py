@@ -90,46 +90,48 @@ def _time_chunks(x_bt, chunk):  # [B, T, ...] -> [T / chunk, B, chunk, ...]
   return jnp.moveaxis(x_bt.reshape(b, t // chunk, chunk, *x_bt.shape[2:]), 1, 0)
 
 
-def _head_scan(h_btd, head_dv, targets_bt, weight_bt, chunk, with_grads):
+def _head_scan(h_btd, head_dv, targets_bt, weight_bt2, chunk, with_grads):
+  # weight_bt2[..., 0] weighs the objective (and its gradients), weight_bt2[..., 1] the
+  # reported NLL and correct count.
   def body(carry, xs):
-    nll, correct, d_head = carry
-    h_bcd, targets_bc, weight_bc = xs
+    nll2, correct, d_head = carry
+    h_bcd, targets_bc, weight_bc2 = xs
     logits, onehot, lse_bc, target_bc, max_bc = _head_chunk(h_bcd, head_dv, targets_bc)
-    nll = nll + jnp.sum((lse_bc - target_bc) * weight_bc)
-    correct = correct + jnp.sum(jnp.where(target_bc >= max_bc, weight_bc, 0.0))
+    nll2 = nll2 + jnp.sum((lse_bc - target_bc)[..., None] * weight_bc2, axis=(0, 1))
+    correct = correct + jnp.sum(jnp.where(target_bc >= max_bc, weight_bc2[..., 1], 0.0))
     if not with_grads:
-      return (nll, correct, d_head), None
+      return (nll2, correct, d_head), None
     # d(sum_w NLL) / d logits = w (softmax - onehot): both gradients now, while the chunk's
     # logits are at hand, so the backward pass only scales them.
-    d_logits = (jnp.exp(logits - lse_bc[..., None]) - onehot) * weight_bc[..., None]
+    d_logits = (jnp.exp(logits - lse_bc[..., None]) - onehot) * weight_bc2[..., 0, None]
     d_logits = d_logits.astype(h_bcd.dtype)
     d_h = jnp.einsum("bcv,dv->bcd", d_logits, head_dv, preferred_element_type=jnp.float32)
     d_head = d_head + jnp.einsum("bcd,bcv->dv", h_bcd, d_logits, preferred_element_type=jnp.float32)
-    return (nll, correct, d_head), d_h.astype(h_bcd.dtype)
+    return (nll2, correct, d_head), d_h.astype(h_bcd.dtype)
 
   zero = jnp.zeros((), jnp.float32)
   d_head = jnp.zeros(head_dv.shape, jnp.float32) if with_grads else zero
-  xs = tuple(_time_chunks(x, chunk) for x in (h_btd, targets_bt, weight_bt))
-  (nll, correct, d_head), d_h = jax.lax.scan(body, (zero, zero, d_head), xs)
+  xs = tuple(_time_chunks(x, chunk) for x in (h_btd, targets_bt, weight_bt2))
+  (nll2, correct, d_head), d_h = jax.lax.scan(body, (jnp.zeros(2), zero, d_head), xs)
   if not with_grads:
-    return nll, correct
+    return nll2[0], nll2[1], correct
   d_h_btd = jnp.moveaxis(d_h, 0, 1).reshape(h_btd.shape)
-  return (nll, correct), (d_h_btd, d_head.astype(head_dv.dtype))
+  return (nll2[0], nll2[1], correct), (d_h_btd, d_head.astype(head_dv.dtype))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
-def _fused_head_losses(h_btd, head_dv, targets_bt, weight_bt, chunk):
-  return _head_scan(h_btd, head_dv, targets_bt, weight_bt, chunk, with_grads=False)
+def _fused_head_losses(h_btd, head_dv, targets_bt, weight_bt2, chunk):
+  return _head_scan(h_btd, head_dv, targets_bt, weight_bt2, chunk, with_grads=False)
 
 
-def _fused_head_fwd(h_btd, head_dv, targets_bt, weight_bt, chunk):
-  return _head_scan(h_btd, head_dv, targets_bt, weight_bt, chunk, with_grads=True)
+def _fused_head_fwd(h_btd, head_dv, targets_bt, weight_bt2, chunk):
+  return _head_scan(h_btd, head_dv, targets_bt, weight_bt2, chunk, with_grads=True)
 
 
 def _fused_head_bwd(chunk, grads, cotangents):
   del chunk
   d_h_btd, d_head = grads
-  scale = cotangents[0]  # the summed NLL's; the correct count has no gradient
+  scale = cotangents[0]  # the objective's; the reported NLL and correct count have no gradient
   return (scale * d_h_btd).astype(d_h_btd.dtype), (scale * d_head).astype(d_head.dtype), None, None
 
 
@@ -160,12 +162,46 @@ def head_losses(
   three matmuls and one softmax over the vocabulary, as unfused, in cache-sized pieces.
   Differentiable in `hidden_btd` and `head_dv` (reverse mode, the summed NLL only).
   """
+  objective, _, correct = weighted_head_losses(
+    hidden_btd, head_dv, targets_bt, loss_mask_bt, loss_mask_bt, chunk
+  )
+  return objective, correct
+
+
+def weighted_head_losses(
+  hidden_btd: jax.Array,
+  head_dv: jax.Array,
+  targets_bt: jax.Array,
+  weight_bt: jax.Array,
+  loss_mask_bt: jax.Array,
+  chunk: int | None = None,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """(sum of ``weight``-weighted NLL, summed NLL on ``loss_mask``, correct count on it), fused
+  as ``head_losses``. Only the first is differentiable (reverse mode): the others are what a
+  trainer reports when it weighs more tokens than it scores (``loss_weights``)."""
   b, t = targets_bt.shape
   chunk = chunk or loss_chunk_length(t, b)
   if t % chunk:
     raise ValueError(f"loss chunk {chunk} does not divide the {t} time steps")
-  weight_bt = loss_mask_bt.astype(jnp.float32)
-  return _fused_head_losses(hidden_btd, head_dv, targets_bt.astype(jnp.int32), weight_bt, chunk)
+  weight_bt2 = jnp.stack([weight_bt, loss_mask_bt], axis=-1).astype(jnp.float32)
+  return _fused_head_losses(hidden_btd, head_dv, targets_bt.astype(jnp.int32), weight_bt2, chunk)
+
+
+def loss_weights(batch: Mapping[str, jax.Array], context_weight: float = 0.0) -> jax.Array:
+  """[B, T] float weights of the SFT objective: 1 on assistant tokens (``loss_mask``),
+  ``context_weight`` on every other real token (system, user and tool turns; not padding).
+
+  ``context_weight`` > 0 also teaches the model the environment's language (the tool outputs'
+  JSON, ids and values it must later copy) from the ~8x more tokens around the assistant's; a
+  model trained from scratch has no other source of it (OpenAI's fine-tuning API called this
+  ``prompt_loss_weight``)."""
+  mask = batch["loss_mask"].astype(jnp.float32)
+  if not context_weight:
+    return mask
+  if context_weight < 0:
+    raise ValueError(f"context_weight must be >= 0, got {context_weight}")
+  real = (batch["segment_ids"] > 0).astype(jnp.float32)
+  return mask + context_weight * real * (1.0 - mask)
 
 
 def head_correct(
@@ -213,19 +249,23 @@ def _forward(graphdef, params, rest, batch: Mapping[str, jax.Array]):
   )
 
 
-def _losses(graphdef, params, rest, batch, loss_chunk: int):
-  """(summed NLL, correct count, MoE aux loss) of a batch; `loss_chunk` < 0: from full logits."""
+def _losses(graphdef, params, rest, batch, loss_chunk: int, context_weight: float = 0.0):
+  """(weighted NLL objective, summed NLL on the loss mask, correct count, MoE aux loss) of a
+  batch; `loss_chunk` < 0: from full logits."""
   model = nnx.merge(graphdef, params, rest)
   out = model.forward(
     batch["tokens"], positions_bt=batch["positions"], segment_ids_bt=batch["segment_ids"]
   )
+  targets, mask = batch["targets"], batch["loss_mask"]
+  weight = loss_weights(batch, context_weight)
   if loss_chunk < 0:
-    nll_sum, correct = token_losses(out.logits, batch["targets"], batch["loss_mask"])
+    nll_sum, correct = token_losses(out.logits, targets, mask)
+    objective = token_losses(out.logits, targets, weight)[0] if context_weight else nll_sum
   else:
-    nll_sum, correct = head_losses(
-      out.hidden, model.head_weight(), batch["targets"], batch["loss_mask"], loss_chunk or None
+    objective, nll_sum, correct = weighted_head_losses(
+      out.hidden, model.head_weight(), targets, weight, mask, loss_chunk or None
     )
-  return nll_sum, correct, out.aux_loss
+  return objective, nll_sum, correct, out.aux_loss
 
 
 def make_optimizer(config: ml_collections.ConfigDict, total_steps: int):
@@ -249,7 +289,14 @@ def make_optimizer(config: ml_collections.ConfigDict, total_steps: int):
 
 
 def make_train_step(
-  graphdef, tx, schedule, *, grad_accum: int, aux_loss_coef: float, loss_chunk: int = 0
+  graphdef,
+  tx,
+  schedule,
+  *,
+  grad_accum: int,
+  aux_loss_coef: float,
+  loss_chunk: int = 0,
+  context_weight: float = 0.0,
 ):
   """``step(state, batch) -> (state, metrics)``; state = {step, params, rest, opt_state}.
 
@@ -258,11 +305,15 @@ def make_train_step(
   NLL is divided by the loss tokens of the whole batch, so the accumulated gradient is that of the
   single big batch. The MoE load-balancing loss is a per-micro-batch mean, averaged.
   `loss_chunk`: time steps per chunk of the fused head loss (0: automatic, -1: full logits).
+  `context_weight`: the objective's weight on non-assistant tokens (``loss_weights``); the
+  reported loss and accuracy stay those of the assistant tokens.
   """
 
-  def micro_loss(params, rest, micro, n_loss):
-    nll_sum, correct, aux = _losses(graphdef, params, rest, micro, loss_chunk)
-    loss = nll_sum / n_loss + aux_loss_coef * aux / grad_accum
+  def micro_loss(params, rest, micro, n_weight):
+    objective, nll_sum, correct, aux = _losses(
+      graphdef, params, rest, micro, loss_chunk, context_weight
+    )
+    loss = objective / n_weight + aux_loss_coef * aux / grad_accum
     return loss, (nll_sum, correct, aux)
 
   grad_fn = jax.grad(micro_loss, has_aux=True)
@@ -270,6 +321,7 @@ def make_train_step(
   def step(state, batch):
     params, rest = state["params"], state["rest"]
     n_loss = jnp.maximum(jnp.sum(batch["loss_mask"]), 1).astype(jnp.float32)
+    n_weight = jnp.maximum(jnp.sum(loss_weights(batch, context_weight)), 1e-6)
 
     def split(x_bt):  # [B, T] -> [n, B / n, T]
       b = x_bt.shape[0]
@@ -278,7 +330,7 @@ def make_train_step(
     micro_batches = {k: split(batch[k]) for k in BATCH_KEYS}
 
     def accumulate(grads, micro):
-      g, stats = grad_fn(params, rest, micro, n_loss)
+      g, stats = grad_fn(params, rest, micro, n_weight)
       return jax.tree.map(jnp.add, grads, g), stats
 
     zeros = jax.tree.map(jnp.zeros_like, params)
@@ -709,6 +761,7 @@ def train(
       schedule,
       grad_accum=config.optim.grad_accum,
       aux_loss_coef=model_config.router_aux_loss_coef,
+      context_weight=config.data.context_loss_weight,
     )
     train_step = jax.jit(step_fn, out_shardings=(state_shardings, None), donate_argnums=0)
     eval_step = jax.jit(make_eval_step(graphdef))

@@ -46,7 +46,7 @@ def _config(**optim):
   return config
 
 
-def run_steps(config, batches, mesh, aux_coef=0.0, vocab=256):
+def run_steps(config, batches, mesh, aux_coef=0.0, vocab=256, context_weight=0.0):
   """Losses and final parameters of consecutive train steps on `batches`."""
   model_config = models.get_config("tiny", vocab_size=vocab, **TINY)
   tx, schedule = sft.make_optimizer(config, total_steps=10)
@@ -55,7 +55,12 @@ def run_steps(config, batches, mesh, aux_coef=0.0, vocab=256):
     graphdef, state = sft.init_state(model, tx, mesh)
     step = jax.jit(
       sft.make_train_step(
-        graphdef, tx, schedule, grad_accum=config.optim.grad_accum, aux_loss_coef=aux_coef
+        graphdef,
+        tx,
+        schedule,
+        grad_accum=config.optim.grad_accum,
+        aux_loss_coef=aux_coef,
+        context_weight=context_weight,
       ),
       donate_argnums=0,
     )
@@ -132,6 +137,61 @@ def test_turn_matches_counts_whole_turns_and_skips_a_turn_cut_by_the_row_end():
   # Row 1: [0, 2) reproduced, [3, 4) not; correct tokens off the mask do not count.
   assert sft.turn_matches(correct, mask) == (2, 4)
   assert sft.turn_matches(np.ones_like(mask), np.zeros_like(mask)) == (0, 0)
+
+
+@pytest.mark.parametrize("chunk", [None, 3])
+def test_weighted_head_losses_weigh_the_objective_and_score_the_mask(chunk):
+  rng = np.random.default_rng(3)
+  b, t, d, v = 2, 12, 8, 40
+  hidden = jnp.asarray(rng.normal(size=(b, t, d)), jnp.float32)
+  head = jnp.asarray(rng.normal(size=(d, v)), jnp.float32)
+  targets = jnp.asarray(rng.integers(0, v, size=(b, t)))
+  mask = jnp.asarray(rng.integers(0, 2, size=(b, t)))
+  weight = mask + 0.25 * (1 - mask)
+
+  def full(h, w, weights):
+    return sft.token_losses(jnp.einsum("btd,dv->btv", h, w), targets, weights)
+
+  objective, nll, correct = sft.weighted_head_losses(hidden, head, targets, weight, mask, chunk)
+  np.testing.assert_allclose(objective, full(hidden, head, weight)[0], rtol=1e-5)
+  np.testing.assert_allclose(nll, full(hidden, head, mask)[0], rtol=1e-5)
+  assert correct == full(hidden, head, mask)[1]
+  assert objective > nll  # the context tokens add to the objective only
+
+  def fused(h, w):
+    return 0.5 * sft.weighted_head_losses(h, w, targets, weight, mask, chunk)[0]
+
+  grads = jax.grad(fused, argnums=(0, 1))(hidden, head)
+  grads_ref = jax.grad(lambda h, w: 0.5 * full(h, w, weight)[0], argnums=(0, 1))(hidden, head)
+  for g, g_ref in zip(grads, grads_ref, strict=True):
+    np.testing.assert_allclose(g, g_ref, rtol=1e-4, atol=1e-6)
+
+
+def test_loss_weights_put_the_context_weight_on_real_non_assistant_tokens():
+  batch = {
+    "loss_mask": jnp.asarray([[0, 1, 1, 0, 0]]),
+    "segment_ids": jnp.asarray([[1, 1, 1, 1, 0]]),
+  }
+  np.testing.assert_array_equal(sft.loss_weights(batch), [[0, 1, 1, 0, 0]])
+  np.testing.assert_allclose(sft.loss_weights(batch, 0.1), [[0.1, 1, 1, 0.1, 0]])
+  with pytest.raises(ValueError, match="context_weight"):
+    sft.loss_weights(batch, -1.0)
+
+
+@pytest.mark.slow  # two compilations of the step
+def test_context_weight_changes_the_update_not_the_reported_loss():
+  batch = fake_batch(1, 2, 32, 256)
+  mesh = one_device_mesh()
+  config = _config(warmup_steps=0)  # the first step moves the weights
+  (plain,), params_plain = run_steps(config, [batch], mesh)
+  (weighted,), params_weighted = run_steps(config, [batch], mesh, context_weight=0.5)
+  for key in ("loss", "accuracy", "loss_tokens"):
+    np.testing.assert_allclose(weighted[key], plain[key], rtol=1e-6)
+  assert weighted["grad_norm"] != pytest.approx(plain["grad_norm"], rel=1e-3)
+  diffs = jax.tree.leaves(
+    jax.tree.map(lambda a, b: np.abs(a - b).max(), params_plain, params_weighted)
+  )
+  assert max(diffs) > 1e-6
 
 
 def test_fused_head_loss_chunk_must_divide_the_sequence():
