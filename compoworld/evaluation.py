@@ -74,7 +74,7 @@ def resolve_agent(
       raise NotImplementedError(f"no checkpoint agent is registered by {LAZY_AGENTS['checkpoint']}")
     if not Path(arg).is_dir():
       raise FileNotFoundError(f"checkpoint directory {arg!r} does not exist")
-    return "checkpoint", {"checkpoint_dir": arg}
+    return "checkpoint", {"checkpoint_dir": arg, "temperature": temperature}
   raise ValueError(f"unknown agent {spec!r}; use oracle, openai:MODEL or checkpoint:DIR")
 
 

@@ -1,7 +1,8 @@
 """Evaluates an agent on a task file.
 
 ``python -m experiments.evaluate --agent=oracle|openai:MODEL|checkpoint:DIR --tasks=FILE
---workdir=DIR [--k=1] [--workers=1] [--base_url=URL] [--max_turns=128]`` writes
+--workdir=DIR [--k=1] [--workers=1] [--base_url=URL] [--max_turns=128] [--max_tokens=N]
+[--max_context=8192] [--temperature=0]`` writes
 ``DIR/results.jsonl`` (per task: every sample's trajectory and verdict), ``DIR/results.md``
 (the tables), PNG plots and ``DIR/summary.json`` (pass rate, rubric score, pass^k, breakdowns,
 and the split when the file came from ``experiments.split_tasks``). ``openai:`` reads its key
@@ -21,14 +22,25 @@ _WORKERS = flags.DEFINE_integer("workers", 1, "Tasks played at once (processes).
 _BASE_URL = flags.DEFINE_string(
   "base_url", None, "OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)."
 )
-_TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "Sampling temperature for openai:MODEL.")
+_TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "Sampling temperature (0: greedy).")
 _MAX_TURNS = flags.DEFINE_integer(
   "max_turns", MAX_TURNS, "Assistant turns before an episode is cut."
+)
+_MAX_TOKENS = flags.DEFINE_integer(
+  "max_tokens", None, "Tokens per assistant turn (openai and checkpoint; default: the agent's)."
+)
+_MAX_CONTEXT = flags.DEFINE_integer(
+  "max_context", 8192, "checkpoint: prompt + generated tokens; a full context ends the episode."
 )
 
 
 def main(argv):
   del argv
+  agent_kwargs = {}
+  if _MAX_TOKENS.value is not None:
+    agent_kwargs["max_tokens"] = _MAX_TOKENS.value
+  if _AGENT.value.startswith("checkpoint:"):
+    agent_kwargs["max_context"] = _MAX_CONTEXT.value
   summary = run_evaluation(
     _TASKS.value,
     _WORKDIR.value,
@@ -38,6 +50,7 @@ def main(argv):
     max_turns=_MAX_TURNS.value,
     base_url=_BASE_URL.value,
     temperature=_TEMPERATURE.value,
+    agent_kwargs=agent_kwargs,
   )
   write_summary(_WORKDIR.value, summary)
 

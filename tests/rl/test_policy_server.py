@@ -363,6 +363,8 @@ def test_evaluation_records_tool_calls_made_through_the_server(policy, tasks):
 
 def test_checkpoint_agent_is_registered(run_dir, policy, tasks):
   assert resolve_agent(f"checkpoint:{run_dir}")[0] == "checkpoint"
+  # the sampling temperature reaches the checkpoint agent as it does an endpoint's
+  assert resolve_agent(f"checkpoint:{run_dir}", temperature=0.7)[1]["temperature"] == 0.7
   agent = make_agent("checkpoint", checkpoint_dir=run_dir, max_context=MAX_CONTEXT)
   assert (
     isinstance(agent, PolicyAgent) and agent.policy.checkpoint == run_dir / "checkpoints" / "20"
