@@ -54,7 +54,10 @@ class Agent(abc.ABC):
 
   @abc.abstractmethod
   def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
-    """The next assistant message given the conversation so far."""
+    """The next assistant message given the conversation so far: OpenAI-style, with
+    ``tool_calls`` or a final answer in ``content``. An agent that wrote tool calls it cannot
+    parse (a model's broken JSON) may list why under ``"malformed"``: each gets a
+    ``malformed_call`` error envelope and the episode goes on instead of ending."""
 
 
 def tool_call_message(content: str, name: str, arguments: dict[str, Any], call_id: str) -> dict:

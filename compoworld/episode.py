@@ -57,22 +57,28 @@ def run_episode(
     {"role": "user", "content": task.instruction},
   ]
   final_answer, n_calls, n_errors, turns = None, 0, 0, 0
-  for turns in range(1, max_turns + 1):  # noqa: B007 - turns is reported after the loop
+  for turns in range(1, max_turns + 1):
     reply = agent.act(messages, META_TOOLS)
     messages.append(reply)
     calls = reply.get("tool_calls") or []
-    if not calls:
+    malformed = reply.get("malformed") or []
+    if not calls and not malformed:
       final_answer = reply.get("content") or ""
       break
+    answers = []
     for call in calls:
       fn = call.get("function", {})
       arguments, bad = parse_arguments(fn.get("arguments"))
       envelope = bad if bad is not None else env.call_meta(fn.get("name", ""), arguments)
+      answers.append((call.get("id", ""), envelope))
+    # Calls the agent wrote but could not parse (its own report, see Agent.act): an error
+    # envelope each, and the episode goes on, as a training rollout does.
+    for k, why in enumerate(malformed, 1):
+      answers.append((f"malformed_{turns}_{k}", error(400, "malformed_call", str(why))))
+    for call_id, envelope in answers:
       n_calls += 1
       n_errors += not envelope["ok"]
-      messages.append(
-        {"role": "tool", "tool_call_id": call.get("id", ""), "content": json.dumps(envelope)}
-      )
+      messages.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(envelope)})
   result = task.verify(env, final_answer)
   traj = Trajectory(
     task_id=task.id,

@@ -60,4 +60,10 @@ class PolicyAgent(Agent):
       # The context is full: the episode ends here and the verifier scores the state reached,
       # as a rollout cut at its token budget is scored.
       return {"role": "assistant", "content": ""}
+    parsed = completion.parsed
+    if parsed is not None and parsed.errors:
+      # Calls that do not parse get error envelopes and the episode goes on, as in a GRPO
+      # rollout (rl.rollout); the well-formed calls of the same turn still run.
+      message = parsed.to_message(call_id_prefix=f"call_{self.seed}_{self._turn}")
+      return {**message, "content": message["content"] or None, "malformed": parsed.errors}
     return completion.message()

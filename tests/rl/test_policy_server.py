@@ -361,6 +361,24 @@ def test_evaluation_records_tool_calls_made_through_the_server(policy, tasks):
   assert "<tool_response>" in p.prompts[-1]
 
 
+def test_a_malformed_turn_of_the_checkpoint_agent_gets_an_error_envelope(policy, tasks):
+  good = '<tool_call>\n{"name": "list_services", "arguments": {}}\n</tool_call>'
+  broken = '<tool_call>\n{"name": "list_tools", "arguments": {"service": </tool_call>'
+  texts = ["Let me look.\n" + good + "\n" + broken + IM_END, "I am done." + IM_END]
+  p = Scripted(policy.model, policy.tokenizer, texts)
+  [result] = evaluate(tasks[:1], lambda: PolicyAgent(policy=p), max_turns=5, progress=False)
+  [sample] = result["samples"]
+  # The episode went on past the broken call, as a GRPO rollout does, to the final answer.
+  assert sample["turns"] == 2 and sample["final_answer"] == "I am done."
+  first = sample["messages"][2]
+  assert first["content"] == "Let me look." and len(first["malformed"]) == 1
+  assert [c["function"]["name"] for c in first["tool_calls"]] == ["list_services"]
+  envelopes = [json.loads(m["content"]) for m in sample["messages"] if m["role"] == "tool"]
+  assert envelopes[0]["ok"] is True  # the well-formed call of the same turn ran
+  assert envelopes[1]["error"]["type"] == "malformed_call"
+  assert sample["tool_calls"] == 2 and sample["tool_errors"] == 1
+
+
 def test_checkpoint_agent_is_registered(run_dir, policy, tasks):
   assert resolve_agent(f"checkpoint:{run_dir}")[0] == "checkpoint"
   # the sampling temperature reaches the checkpoint agent as it does an endpoint's
