@@ -14,7 +14,7 @@ from compoworld.generate import generate_one
 from compoworld.llm import extract_json, make_client
 from compoworld.llm_author import LLMAuthor
 from compoworld.tasks import gate_failures
-from compoworld.walks import sample_walk
+from compoworld.walks import sample_single_walk, sample_walk
 
 
 def completion(message: dict) -> dict:
@@ -50,6 +50,18 @@ def distractor(walk):
   return [next(s for s in registry.names() if s not in walk.services)]
 
 
+def scenario_of(task):
+  """What a good model writes for a task: its scenario JSON."""
+  return {
+    "instruction": task.instruction,
+    "patches": [p.model_dump(exclude_none=True) for p in task.initial_state.patches],
+    "solution": [c.model_dump() for c in task.reference_solution],
+    "answer": task.reference_answer,
+    "rubric": [c.model_dump() for c in task.rubric],
+    "stale": task.meta["stale_substitution"],
+  }
+
+
 @pytest.fixture(scope="module")
 def walk_and_scenario():
   """A walk, and a scenario JSON for it that passes the gates (what a good model writes)."""
@@ -66,15 +78,7 @@ def walk_and_scenario():
       continue
     if not gate_failures(task):
       break
-  scenario = {
-    "instruction": task.instruction,
-    "patches": [p.model_dump(exclude_none=True) for p in task.initial_state.patches],
-    "solution": [c.model_dump() for c in task.reference_solution],
-    "answer": task.reference_answer,
-    "rubric": [c.model_dump() for c in task.rubric],
-    "stale": task.meta["stale_substitution"],
-  }
-  return walk, scenario
+  return walk, scenario_of(task)
 
 
 def tool_call(name, arguments, call_id="c1"):
@@ -130,6 +134,37 @@ def test_gate_failures_go_back_to_the_model_and_revisions_are_bounded(walk_and_s
   assert err.value.reason == "llm_revisions_exhausted"
   assert len(recorded.requests) == 4  # explore + 1 design + 2 revisions
   assert "follow the walk" in recorded.requests[-1]["messages"][-1]["content"]
+
+
+def test_a_single_service_walk_goes_through_the_llm_author():
+  reg = facets.load()
+  rng = random.Random(5)
+  for _ in range(200):
+    walk = sample_single_walk(reg, rng, rng.randint(4, 6))
+    if walk is None:
+      continue
+    env = ComposedEnv.from_services(walk.services, seed=3, distractors=distractor(walk))
+    try:
+      reference = realize(walk, reg, env, rng, "ref", 3, {})
+    except AuthoringError:
+      continue
+    if not gate_failures(reference):
+      break
+  else:
+    pytest.fail("no K = 1 walk realised in 200 draws")
+  assert len(walk.services) == 1
+  recorded = Recorded(
+    [
+      {"role": "assistant", "content": "I know the service."},
+      {"role": "assistant", "content": json.dumps(scenario_of(reference))},
+    ]
+  )
+  env = ComposedEnv.from_services(walk.services, seed=3, distractors=distractor(walk))
+  task = LLMAuthor(client_for(recorded), "recorded").realize(
+    walk, env, random.Random(0), "llm-k1", 3, {}
+  )
+  assert gate_failures(task) == [] and task.services == walk.services
+  assert task.instruction == reference.instruction and len(recorded.requests) == 2
 
 
 def test_generate_one_uses_an_llm_author():
