@@ -456,7 +456,7 @@ def test_training_starts_from_imported_weights(tmp_path, run_files, hf_checkpoin
   first = next(iter(sft_dataset(train_set, ChatRenderer(tokenizer, ()), data)))
   graphdef, params, rest = nnx.split(imported, nnx.Param, ...)
   batch = {k: jnp.asarray(v) for k, v in first.items()}
-  nll, _, _ = sft._losses(graphdef, params, rest, batch, loss_chunk=-1)
+  _, nll, _, _ = sft._losses(graphdef, params, rest, batch, loss_chunk=-1)
   expected = float(nll) / float(first["loss_mask"].sum())
   assert np.isfinite(summary["initial_loss"])
   np.testing.assert_allclose(summary["initial_loss"], expected, rtol=1e-4)
