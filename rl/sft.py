@@ -204,24 +204,30 @@ def loss_weights(batch: Mapping[str, jax.Array], context_weight: float = 0.0) ->
   return mask + context_weight * real * (1.0 - mask)
 
 
-def head_correct(
-  hidden_btd: jax.Array, head_dv: jax.Array, targets_bt: jax.Array, chunk: int | None = None
-) -> jax.Array:
-  """[B, T] bool: whether each target is the argmax of its logits (ties count), computed
-  ``chunk`` time steps at a time as ``head_losses`` does, so the [B, T, V] logits never exist."""
+def head_eval(
+  hidden_btd: jax.Array,
+  head_dv: jax.Array,
+  targets_bt: jax.Array,
+  loss_mask_bt: jax.Array,
+  chunk: int | None = None,
+) -> tuple[jax.Array, jax.Array]:
+  """(summed NLL on ``loss_mask``, [B, T] bool: whether each target is the argmax of its
+  logits, ties counted) in one chunked pass of the head, as ``head_losses`` runs it, so the
+  [B, T, V] logits never exist. For evaluation: not differentiable through the custom rule."""
   b, t = targets_bt.shape
   chunk = chunk or loss_chunk_length(t, b)
   if t % chunk:
     raise ValueError(f"loss chunk {chunk} does not divide the {t} time steps")
 
-  def body(_, xs):
-    h_bcd, targets_bc = xs
-    _, _, _, target_bc, max_bc = _head_chunk(h_bcd, head_dv, targets_bc)
-    return None, target_bc >= max_bc
+  def body(nll, xs):
+    h_bcd, targets_bc, mask_bc = xs
+    _, _, lse_bc, target_bc, max_bc = _head_chunk(h_bcd, head_dv, targets_bc)
+    return nll + jnp.sum((lse_bc - target_bc) * mask_bc), target_bc >= max_bc
 
-  xs = (_time_chunks(hidden_btd, chunk), _time_chunks(targets_bt.astype(jnp.int32), chunk))
-  _, correct_nbc = jax.lax.scan(body, None, xs)
-  return jnp.moveaxis(correct_nbc, 0, 1).reshape(b, t)
+  mask_bt = loss_mask_bt.astype(jnp.float32)
+  xs = tuple(_time_chunks(x, chunk) for x in (hidden_btd, targets_bt.astype(jnp.int32), mask_bt))
+  nll, correct_nbc = jax.lax.scan(body, jnp.zeros((), jnp.float32), xs)
+  return nll, jnp.moveaxis(correct_nbc, 0, 1).reshape(b, t)
 
 
 def turn_matches(correct_bt: np.ndarray, loss_mask_bt: np.ndarray) -> tuple[int, int]:
@@ -243,19 +249,18 @@ def turn_matches(correct_bt: np.ndarray, loss_mask_bt: np.ndarray) -> tuple[int,
 
 
 def _forward(graphdef, params, rest, batch: Mapping[str, jax.Array]):
+  """The merged model and its forward pass on a packed batch."""
   model = nnx.merge(graphdef, params, rest)
-  return model.forward(
+  out = model.forward(
     batch["tokens"], positions_bt=batch["positions"], segment_ids_bt=batch["segment_ids"]
   )
+  return model, out
 
 
 def _losses(graphdef, params, rest, batch, loss_chunk: int, context_weight: float = 0.0):
   """(weighted NLL objective, summed NLL on the loss mask, correct count, MoE aux loss) of a
   batch; `loss_chunk` < 0: from full logits."""
-  model = nnx.merge(graphdef, params, rest)
-  out = model.forward(
-    batch["tokens"], positions_bt=batch["positions"], segment_ids_bt=batch["segment_ids"]
-  )
+  model, out = _forward(graphdef, params, rest, batch)
   targets, mask = batch["targets"], batch["loss_mask"]
   weight = loss_weights(batch, context_weight)
   if loss_chunk < 0:
@@ -360,20 +365,17 @@ def make_eval_step(graphdef, loss_chunk: int = 0):
   """``eval(state, batch) -> (summed NLL, correct, loss tokens, per-token correct [B, T])``."""
 
   def evaluate(state, batch):
-    model = nnx.merge(graphdef, state["params"], state["rest"])
-    out = model.forward(
-      batch["tokens"], positions_bt=batch["positions"], segment_ids_bt=batch["segment_ids"]
-    )
+    model, out = _forward(graphdef, state["params"], state["rest"], batch)
     targets, mask = batch["targets"], batch["loss_mask"]
     if loss_chunk < 0:
-      nll_sum, correct = token_losses(out.logits, targets, mask)
       logits = out.logits.astype(jnp.float32)
+      nll_sum = token_losses(logits, targets, mask)[0]
       target = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
       correct_bt = target >= jnp.max(logits, axis=-1)
     else:
-      chunk = loss_chunk or None
-      nll_sum, correct = head_losses(out.hidden, model.head_weight(), targets, mask, chunk)
-      correct_bt = head_correct(out.hidden, model.head_weight(), targets, chunk)
+      head = model.head_weight()
+      nll_sum, correct_bt = head_eval(out.hidden, head, targets, mask, loss_chunk or None)
+    correct = jnp.sum(jnp.where(correct_bt, mask, 0)).astype(jnp.float32)
     return nll_sum, correct, jnp.sum(mask).astype(jnp.float32), correct_bt
 
   return evaluate

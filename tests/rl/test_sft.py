@@ -118,16 +118,21 @@ def test_fused_head_losses_equal_the_full_logits_loss(chunk):
 
 
 @pytest.mark.parametrize("chunk", [None, 1, 4])
-def test_head_correct_is_the_full_logits_argmax(chunk):
+def test_head_eval_is_the_full_logits_loss_and_argmax(chunk):
   rng = np.random.default_rng(2)
   b, t, d, v = 2, 8, 8, 30
   hidden = jnp.asarray(rng.normal(size=(b, t, d)), jnp.float32)
   head = jnp.asarray(rng.normal(size=(d, v)), jnp.float32)
-  argmax = np.asarray(jnp.einsum("btd,dv->btv", hidden, head).argmax(-1))
+  logits = jnp.einsum("btd,dv->btv", hidden, head)
+  argmax = np.asarray(logits.argmax(-1))
   targets = np.where(rng.random((b, t)) < 0.5, argmax, (argmax + 1) % v)
-  correct = np.asarray(sft.head_correct(hidden, head, jnp.asarray(targets), chunk))
-  np.testing.assert_array_equal(correct, targets == argmax)
-  assert correct.any() and not correct.all()
+  mask = jnp.asarray(rng.integers(0, 2, size=(b, t)))
+  nll, correct = sft.head_eval(hidden, head, jnp.asarray(targets), mask, chunk)
+  np.testing.assert_array_equal(np.asarray(correct), targets == argmax)
+  assert np.asarray(correct).any() and not np.asarray(correct).all()
+  np.testing.assert_allclose(
+    nll, sft.token_losses(logits, jnp.asarray(targets), mask)[0], rtol=1e-5
+  )
 
 
 def test_turn_matches_counts_whole_turns_and_skips_a_turn_cut_by_the_row_end():
