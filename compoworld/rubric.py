@@ -12,12 +12,20 @@ Check ops:
   answer      the agent's final answer compared with a value (text or number)
   all/any     every / some sub-check passes;  not: the sub-check fails
 Comparisons (``cmp``): eq ne lt le gt ge contains icontains not_contains in startswith approx.
+
+Coupling (``COUPLINGS``) says how the raw check results become the per-criterion indicators b_j:
+  independent  each criterion's b_j is its own check result (the paper's b_ij of eq. 5; GRPO's
+               default reward input)
+  gated        a must-not criterion is credited only when every positive criterion passes, so
+               doing nothing earns no credit for "not doing the wrong thing" (``VerifyResult
+               .criteria``: the verdict ``success`` and the rubric score evaluation reports)
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -104,16 +112,49 @@ class Criterion(_Strict):
   check: Check
 
 
+COUPLINGS = ("independent", "gated")
+
+
+def check_coupling(coupling: str) -> str:
+  """``coupling`` if it names one of ``COUPLINGS``; a ValueError otherwise."""
+  if coupling not in COUPLINGS:
+    raise ValueError(f"unknown rubric coupling {coupling!r}; valid: {', '.join(COUPLINGS)}")
+  return coupling
+
+
+def couple(raw: Sequence[bool], kinds: Sequence[str], coupling: str) -> list[bool]:
+  """The per-criterion indicators b_j of raw check results under ``coupling`` (module doc)."""
+  check_coupling(coupling)
+  raw = [bool(r) for r in raw]
+  if coupling == "independent":
+    return raw
+  positives_pass = all(r for r, k in zip(raw, kinds, strict=True) if k == "positive")
+  return [r if k == "positive" else (r and positives_pass) for r, k in zip(raw, kinds, strict=True)]
+
+
 class VerifyResult(BaseModel):
-  """One boolean per criterion in rubric order, and the all-pass success flag."""
+  """One boolean per criterion in rubric order, and the all-pass success flag.
+
+  ``criteria`` are the gated indicators (``success`` and ``score`` read them); ``raw`` are the
+  criteria's own check results, the independent ones (None in results stored before it was kept).
+  """
 
   criteria: list[bool]
   success: bool
   ids: list[str]
+  raw: list[bool] | None = None
 
   @property
   def score(self) -> float:
     return sum(self.criteria) / len(self.criteria) if self.criteria else 0.0
+
+  def passed(self, coupling: str) -> list[bool]:
+    """The indicators b_j under ``coupling``: ``raw`` (independent) or ``criteria`` (gated)."""
+    if check_coupling(coupling) == "gated":
+      return list(self.criteria)
+    if self.raw is None:
+      raise ValueError("this result keeps no raw check results (stored before they were kept)")
+    return list(self.raw)
 
 
 # --- evaluation ------------------------------------------------------------------------------
@@ -267,15 +308,13 @@ def evaluate(check: Any, env: ComposedEnv, final_answer: str | None = None) -> b
 def verify(
   rubric: list[Criterion], env: ComposedEnv, final_answer: str | None = None
 ) -> VerifyResult:
-  """Scores a final state. Must-not criteria are credited only when every positive passes,
-  so doing nothing never earns credit for 'not doing the wrong thing'."""
+  """Scores a final state: each criterion's own check result (``raw``) and the gated credit
+  (``criteria``: must-not criteria count only when every positive passes), which ``success``
+  reads. Both forms agree on ``success``: every raw check passing is every credit given."""
   raw = [evaluate(c.check, env, final_answer) for c in rubric]
-  positives_pass = all(r for r, c in zip(raw, rubric, strict=True) if c.kind == "positive")
-  credited = [
-    r if c.kind == "positive" else (r and positives_pass) for r, c in zip(raw, rubric, strict=True)
-  ]
+  credited = couple(raw, [c.kind for c in rubric], "gated")
   return VerifyResult(
-    criteria=credited, success=bool(rubric) and all(credited), ids=[c.id for c in rubric]
+    criteria=credited, success=bool(rubric) and all(credited), ids=[c.id for c in rubric], raw=raw
   )
 
 

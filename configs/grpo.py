@@ -43,6 +43,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.reward.name = "completion_focused"  # rl.rewards.REWARDS: completion_focused, uniform, binary
   c.reward.lam = 0.01  # lambda of eq. 5 (completion_focused only)
   c.reward.delta = 1e-6  # delta of eq. 6
+  # b_ij from the rubric (compoworld.rubric.COUPLINGS): independent = each criterion's own check
+  # (eq. 5 as the paper defines it); gated = must-not credited only when every positive passes
+  c.reward.coupling = "independent"
 
   c.loss = ml_collections.ConfigDict()  # rl.grpo_loss.GRPOLossConfig
   c.loss.eps_low = 0.20

@@ -38,6 +38,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from tqdm import tqdm
 
 import models
+from compoworld.rubric import check_coupling
 from models import sharding
 from rl import sft
 from rl.chat import ChatRenderer
@@ -66,15 +67,33 @@ def bucket_length(n: int, least: int) -> int:
   return -(-n // step) * step
 
 
+def rollout_passed(rollout: Any, coupling: str) -> np.ndarray:
+  """A rollout's b_ij [M] under ``coupling`` (``compoworld.rubric.COUPLINGS``): its criteria's own
+  check results (``raw_passed``) or their gated credit (``passed``). A rollout without raw
+  results (one made by hand) has only the one form."""
+  check_coupling(coupling)
+  raw = getattr(rollout, "raw_passed", None)
+  if coupling == "gated" or raw is None:
+    return np.asarray(rollout.passed, bool)
+  return np.asarray(raw, bool)
+
+
 def assemble_batch(
-  rollouts: Sequence[Any], num_groups: int, num_rollouts: int, *, min_length: int = 128
+  rollouts: Sequence[Any],
+  num_groups: int,
+  num_rollouts: int,
+  *,
+  min_length: int = 128,
+  coupling: str = "independent",
 ) -> dict[str, np.ndarray]:
   """The padded training arrays of G * N rollouts (``rl.rollout.Rollout`` fields).
 
   Returns the ``ROW_KEYS`` arrays [B, L] (B = G * N, row g * N + i; L = ``bucket_length``),
-  ``loss_index`` [B, K] (each row's loss-token positions, then 0s), ``passed`` [G, N, M] and
-  ``criteria_mask`` [G, M]. Padding has segment id 0, loss mask 0 and log-probability 0.
+  ``loss_index`` [B, K] (each row's loss-token positions, then 0s), ``passed`` [G, N, M] (b_ij
+  under ``coupling``: ``rollout_passed``) and ``criteria_mask`` [G, M]. Padding has segment id 0,
+  loss mask 0 and log-probability 0.
   """
+  check_coupling(coupling)
   b = num_groups * num_rollouts
   if len(rollouts) != b:
     raise ValueError(f"{len(rollouts)} rollouts for {num_groups} groups of {num_rollouts}")
@@ -103,7 +122,7 @@ def assemble_batch(
     out["loss_mask"][row, :n] = np.asarray(r.loss_mask[1:], bool)
     out["old_logp"][row, :n] = np.where(r.loss_mask[1:], r.logprobs[1:], 0.0)
   groups = [
-    [np.asarray(r.passed, bool) for r in rollouts[g * num_rollouts : (g + 1) * num_rollouts]]
+    [rollout_passed(r, coupling) for r in rollouts[g * num_rollouts : (g + 1) * num_rollouts]]
     for g in range(num_groups)
   ]
   # Positions of each row's loss tokens, padded with 0 to a width K (a power of two: few shapes
@@ -125,6 +144,20 @@ def reward_function(config: ml_collections.ConfigDict) -> Callable[[Any, Any], j
   accepted = list(inspect.signature(REWARDS[name]).parameters)[2:]
   params = {k: v for k, v in config.reward.items() if k in accepted}
   return make_reward(name, **params)
+
+
+def reward_coupling(config: ml_collections.ConfigDict) -> str:
+  """``reward.coupling``: how rubric checks become the reward's b_ij (independent when unset)."""
+  return check_coupling(config.reward.get("coupling", "independent"))
+
+
+def groups_with_signal(rewards: Any, tol: float = 1e-6) -> float:
+  """The share of groups (rows of ``rewards`` [G, N]) whose rewards are not all equal (range
+  above ``tol``): the groups whose advantages, and so whose gradient, are not zero."""
+  rewards = np.asarray(rewards, np.float64)
+  if rewards.ndim != 2 or rewards.shape[0] == 0:
+    raise ValueError(f"rewards must be [G, N] with G >= 1; got shape {rewards.shape}")
+  return float(np.mean(np.ptp(rewards, axis=-1) > tol))
 
 
 def rewards_and_advantages(
@@ -478,7 +511,8 @@ def _progress(step: int, total: int, m: Mapping[str, float]) -> str:
     f"step {step}/{total} reward {m['mean_reward']:.3f} pass {m['pass_rate']:.3f} "
     f"crit {m['criterion_pass_rate']:.3f} loss {m['loss']:+.4f} clip {m['clip_frac_low']:.3f}/"
     f"{m['clip_frac_high']:.3f} ratio [{m['ratio_min']:.3f}, {m['ratio_max']:.3f}] "
-    f"ent {m['entropy']:.3f} len {m['response_length']:.0f} toolerr {m['tool_error_rate']:.2f} "
+    f"ent {m['entropy']:.3f} signal {m['groups_with_signal']:.2f} len "
+    f"{m['response_length']:.0f} toolerr {m['tool_error_rate']:.2f} "
     f"sample {m['sample_seconds']:.1f}s update {m['update_seconds']:.1f}s"
   )
   return line
@@ -507,6 +541,7 @@ def train(
     raise ValueError("GRPO samples: rollout.temperature must be > 0")
   loss_config = GRPOLossConfig(**config.loss.to_dict())
   reward_fn = reward_function(config)
+  coupling = reward_coupling(config)
 
   init_dir, sft_dir = _initial_policy(config, workdir)
   if tasks is None:
@@ -585,7 +620,7 @@ def train(
         step_tasks, seed=rollout_seed(config.seed, step), state=sampling_state()
       )
       t1 = time.perf_counter()
-      batch = assemble_batch(rollouts, g, n, min_length=config.data.min_length)
+      batch = assemble_batch(rollouts, g, n, min_length=config.data.min_length, coupling=coupling)
       rewards, advantages = rewards_and_advantages(batch, reward_fn, config.reward.delta)
       state, metrics = grpo_step(state, shard_batch(batch, advantages.reshape(-1), mesh))
       metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
@@ -596,6 +631,7 @@ def train(
       metrics.update(
         mean_reward=float(rewards.mean()),
         zero_advantage_groups=float(np.mean(np.all(np.abs(advantages) < 1e-6, axis=-1))),
+        groups_with_signal=groups_with_signal(rewards),
         sample_seconds=t1 - t0,
         update_seconds=t2 - t1,
         tokens_per_s=generated / (t2 - t0),
@@ -634,16 +670,21 @@ def summarize(
   config, history, evals, *, start: int, step: int, workdir: Path, extra
 ) -> dict[str, Any]:
   """Per-step lists of the headline metrics, the last value of every other one, and the held-out
-  curve (``eval_steps``, ``eval_pass_rate``, ``eval_rubric_score``; step 0 = before training)."""
+  curve (``eval_steps``, ``eval_pass_rate``, ``eval_rubric_score``; step 0 = before training).
+  ``mean_groups_with_signal``: the mean over steps of the share of groups with a reward spread."""
   timed = history[1:] if len(history) > 1 else history  # the first step compiles
+  signal = [h["groups_with_signal"] for h in history if "groups_with_signal" in h]
   summary = {
     "steps": step,
     "start_step": start,
     "reward": config.reward.name,
+    "reward_coupling": reward_coupling(config),
     "mean_reward": [round(h["mean_reward"], 6) for h in history],
     "pass_rate": [round(h["pass_rate"], 6) for h in history],
     "criterion_pass_rate": [round(h["criterion_pass_rate"], 6) for h in history],
     "loss": [round(h["loss"], 6) for h in history],
+    "groups_with_signal": [round(x, 6) for x in signal],
+    "mean_groups_with_signal": float(np.mean(signal)) if signal else None,
     "eval_steps": [h["step"] for h in evals],
     "eval_pass_rate": [h["eval_pass_rate"] for h in evals],
     "eval_rubric_score": [h["eval_rubric_score"] for h in evals],

@@ -172,11 +172,13 @@ def write_report(
   if grpo:
     grpo_png = grpo_plot(grpo, wd)
     rewards = grpo.get("mean_reward") or [float("nan")]
-    lines += [
+    line = (
       f"GRPO ({grpo.get('reward', '?')} reward): {grpo['steps']} steps; mean reward "
-      f"{rewards[0]:.3f} → {rewards[-1]:.3f}.",
-      "",
-    ]
+      f"{rewards[0]:.3f} → {rewards[-1]:.3f}"
+    )
+    if grpo.get("mean_groups_with_signal") is not None:  # absent in summaries written before it
+      line += f"; groups with a reward spread {grpo['mean_groups_with_signal']:.3f} (mean share)"
+    lines += [line + ".", ""]
     if grpo_png:
       files["grpo_curves"] = grpo_png
       lines += ["![GRPO curves](grpo_curves.png)", ""]

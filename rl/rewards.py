@@ -3,6 +3,8 @@
 Every function works on padded arrays so a whole batch of rollout groups is one `jnp` call:
 
 - ``passed`` ``[G, N, M]``: b_ij, whether rollout i of group g satisfies criterion j (bool or 0/1);
+  each criterion's own check result by default, or gated (must-not credited only when every
+  positive passes): ``compoworld.rubric.COUPLINGS``, chosen by GRPO's ``reward.coupling``;
 - ``mask`` ``[G, M]``: True for the criteria a group's task really has. A task with fewer than M
   criteria is padded with masked columns, whose values are ignored.
 

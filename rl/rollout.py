@@ -92,9 +92,12 @@ class Rollout:
   tool_calls: int
   tool_errors: int  # error envelopes returned (malformed calls included)
   criteria: list[str]  # rubric criterion ids, in rubric order
-  passed: np.ndarray  # bool [M]: b_ij, each criterion on the rollout's final state
+  passed: np.ndarray  # bool [M]: each criterion's gated credit on the final state (its verdict)
   generated_tokens: int
   env_seconds: float  # wall time spent executing tools + verifying
+  # bool [M]: each criterion's own check result (the independent b_ij); None for a rollout built
+  # by hand, where `passed` stands for both forms
+  raw_passed: np.ndarray | None = None
 
 
 #: sampler(logits_bv, key_b, step, row_b, turn_b) -> token_b int32. `logits_bv` are the raw
@@ -491,9 +494,10 @@ class RolloutEngine:
       tool_calls=row.tool_calls,
       tool_errors=row.tool_errors,
       criteria=list(result.ids),
-      passed=np.asarray(result.criteria, bool),
+      passed=np.asarray(result.passed("gated"), bool),
       generated_tokens=row.generated,
       env_seconds=row.env_seconds,
+      raw_passed=np.asarray(result.passed("independent"), bool),
     )
 
   def _new_rows(self, tasks: Sequence[Task]) -> list[_Row]:

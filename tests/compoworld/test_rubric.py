@@ -2,7 +2,15 @@ import pytest
 from pydantic import ValidationError
 
 from compoworld import ComposedEnv
-from compoworld.rubric import Criterion, compare, evaluate, verify
+from compoworld.rubric import (
+  COUPLINGS,
+  Criterion,
+  VerifyResult,
+  compare,
+  couple,
+  evaluate,
+  verify,
+)
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +98,44 @@ def test_must_not_is_credited_only_when_positives_pass(env, event):
   positive = Criterion(id="p", text="t", check=rec(event, "title", event.title))
   res = verify([positive, must_not], env)
   assert res.criteria == [True, True] and res.success and res.score == 1.0
+
+
+def test_coupling_golden_values(env, event):
+  """2 positives and 1 must-not; the second positive fails and the must-not check holds."""
+  rubric = [
+    Criterion(id="p1", text="t", check=rec(event, "title", event.title)),
+    Criterion(id="p2", text="t", check=rec(event, "title", "zz")),
+    Criterion(
+      id="m", text="t", kind="must_not", check={"op": "not", "check": rec(event, "title", "zz")}
+    ),
+  ]
+  res = verify(rubric, env)
+  assert res.raw == [True, False, True]
+  assert res.passed("independent") == [True, False, True]  # b = [1, 0, 1]
+  assert res.passed("gated") == res.criteria == [True, False, False]  # b = [1, 0, 0]
+  # the verdict and the score keep the gated form
+  assert not res.success and res.score == pytest.approx(1 / 3)
+  kinds = ["positive", "positive", "must_not"]
+  assert couple([1, 0, 1], kinds, "independent") == [True, False, True]
+  assert couple([1, 0, 1], kinds, "gated") == [True, False, False]
+  assert couple([1, 1, 1], kinds, "gated") == [True, True, True]
+  assert COUPLINGS == ("independent", "gated")
+
+
+def test_unknown_coupling_is_rejected(env, event):
+  res = verify([Criterion(id="p", text="t", check=rec(event, "title", event.title))], env)
+  with pytest.raises(ValueError, match="unknown rubric coupling 'both'; valid: independent, gated"):
+    res.passed("both")
+  with pytest.raises(ValueError, match="valid: independent, gated"):
+    couple([True], ["positive"], "")
+
+
+def test_results_stored_without_raw_still_load():
+  old = {"criteria": [True, False], "success": False, "ids": ["a", "b"]}
+  res = VerifyResult.model_validate(old)
+  assert res.raw is None and res.passed("gated") == [True, False]
+  with pytest.raises(ValueError, match="raw"):
+    res.passed("independent")
 
 
 def test_checks_are_validated_data_not_code():

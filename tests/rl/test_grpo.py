@@ -104,6 +104,44 @@ def test_assemble_batch_pads_shifts_and_lays_out_groups():
   assert metrics["tool_error_rate"] == 0.5
 
 
+def test_batch_b_ij_follow_the_coupling():
+  # criteria (positive, positive, must_not): the second positive fails, the must-not holds
+  raw, gated = [1, 0, 1], [1, 0, 0]
+  rollouts = [
+    rollout(0, 0, [1, 2, 3], [0, 1, 1], passed=gated, raw_passed=np.asarray(raw, bool)),
+    rollout(0, 1, [1, 2, 3], [0, 1, 1], passed=[1, 1, 1], raw_passed=np.ones(3, bool)),
+  ]
+  independent = grpo.assemble_batch(rollouts, 1, 2, min_length=8)
+  np.testing.assert_array_equal(independent["passed"], [[raw, [1, 1, 1]]])  # the default
+  batch = grpo.assemble_batch(rollouts, 1, 2, min_length=8, coupling="gated")
+  np.testing.assert_array_equal(batch["passed"], [[gated, [1, 1, 1]]])
+  # a hand-made rollout without raw results has one form
+  plain = [rollout(0, i, [1, 2], [0, 1], passed=gated) for i in range(2)]
+  np.testing.assert_array_equal(grpo.assemble_batch(plain, 1, 2)["passed"], [[gated, gated]])
+  with pytest.raises(ValueError, match="unknown rubric coupling 'both'"):
+    grpo.assemble_batch(rollouts, 1, 2, coupling="both")
+
+
+def test_reward_coupling_config():
+  config = get_config("tiny")
+  assert config.reward.coupling == "independent" == grpo.reward_coupling(config)
+  config.reward.coupling = "gated"
+  assert grpo.reward_coupling(config) == "gated"
+  config.reward.coupling = "strict"
+  with pytest.raises(ValueError, match="coupling 'strict'; valid: independent, gated"):
+    grpo.reward_coupling(config)
+
+
+def test_groups_with_signal():
+  rewards = np.array([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.5, 0.5, 0.5], [0.2, 0.3, 0.2]])
+  assert grpo.groups_with_signal(rewards) == 0.5
+  assert grpo.groups_with_signal(np.ones((2, 4))) == 0.0
+  assert grpo.groups_with_signal([[1.0, 1.0 + 1e-9]]) == 0.0  # within the tolerance
+  assert grpo.groups_with_signal([[0.0, 1e-3]]) == 1.0
+  with pytest.raises(ValueError, match="G, N"):
+    grpo.groups_with_signal(np.ones(3))
+
+
 def test_bucket_lengths():
   assert [grpo.bucket_length(n, 128) for n in (1, 128, 129, 191, 300, 1000, 1025)] == [
     128, 128, 160, 192, 320, 1024, 1280,
@@ -399,9 +437,10 @@ def test_kill_and_resume_gives_the_same_next_metrics(tmp_path, init_policy, task
   # the first minibatch samples and trains with the same parameters: its ratio is 1
   first = json.loads((tmp_path / "w" / "metrics.jsonl").read_text().splitlines()[1])
   assert first["step"] == 1 and 0 < first["ratio_max"] < 1.5
-  assert {"clip_frac_low", "entropy", "tool_error_rate", "tokens_per_s", "criterion_pass_rate"} <= (
-    set(first)
-  )
+  assert {"clip_frac_low", "entropy", "tool_error_rate", "tokens_per_s", "criterion_pass_rate",
+          "groups_with_signal"} <= set(first)  # fmt: skip
+  signal = whole["groups_with_signal"]
+  assert len(signal) == 4 and whole["mean_groups_with_signal"] == pytest.approx(np.mean(signal))
   _, _, path = load_policy_parts(tmp_path / "r")
   assert path == tmp_path / "r" / "policy" / "checkpoints" / "4"
 
@@ -415,6 +454,15 @@ def test_first_minibatch_ratio_is_one(tmp_path, init_policy, tasks):
   np.testing.assert_allclose([final["ratio_min"], final["ratio_max"]], 1.0, atol=1e-4)
   assert final["clip_frac_low"] == final["clip_frac_high"] == 0
   assert summary["reward"] == "completion_focused" and summary["eval_pass_rate"] == []
+  assert summary["reward_coupling"] == "independent"
+  assert 0.0 <= summary["mean_groups_with_signal"] <= 1.0
+  assert summary["mean_groups_with_signal"] == final["groups_with_signal"]
+
+
+def test_bad_coupling_is_rejected_before_anything_runs(tmp_path):
+  config = run_config(tmp_path / "no-policy", **{"reward.coupling": "gates"})
+  with pytest.raises(ValueError, match="unknown rubric coupling 'gates'"):
+    grpo.train(config, tmp_path / "w", engine_factory=ScriptedEngine, tasks=["unused"])
 
 
 def test_bad_batch_split_is_rejected(tmp_path, init_policy, tasks):

@@ -3,6 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from compoworld.rubric import couple
 from rl import rewards
 from rl.rewards import (
   REWARDS,
@@ -50,6 +51,31 @@ def test_rarer_criterion_earns_more():
   got = completion_focused_reward(*one_group(b_nm), lam=0.01)
   np.testing.assert_allclose(got, [[0.26 / 1.02] * 3 + [0.76 / 1.02]], rtol=1e-6)
   np.testing.assert_allclose(uniform_reward(*one_group(b_nm)), [[0.5] * 4])
+
+
+# [G=1, N=2, M=3]: criteria (positive, positive, must_not). Rollout 0 fails the second positive
+# and keeps the must-not; rollout 1 passes all three. Raw check results, then b_ij per coupling.
+KINDS = ["positive", "positive", "must_not"]
+RAW_NM = [[1, 0, 1], [1, 1, 1]]
+
+
+@pytest.mark.parametrize(
+  "coupling, b_nm, completion, uniform, binary",
+  [
+    # b = [[1,0,1],[1,1,1]]: p = (1, 1/2, 1), w = (0.01, 0.51, 0.01), W = 0.53
+    ("independent", [[1, 0, 1], [1, 1, 1]], [0.02 / 0.53, 1.0], [2 / 3, 1.0], [0.0, 1.0]),
+    # b = [[1,0,0],[1,1,1]]: p = (1, 1/2, 1/2), w = (0.01, 0.51, 0.51), W = 1.03
+    ("gated", [[1, 0, 0], [1, 1, 1]], [0.01 / 1.03, 1.0], [1 / 3, 1.0], [0.0, 1.0]),
+  ],
+)
+def test_rewards_under_each_coupling(coupling, b_nm, completion, uniform, binary):
+  b = [couple(raw, KINDS, coupling) for raw in RAW_NM]
+  assert b == [[bool(x) for x in row] for row in b_nm]
+  passed, mask = one_group(b)
+  got = completion_focused_reward(passed, mask, lam=0.01)
+  np.testing.assert_allclose(got, [completion], rtol=1e-6)
+  np.testing.assert_allclose(uniform_reward(passed, mask), [uniform], rtol=1e-6)
+  np.testing.assert_array_equal(binary_reward(passed, mask), [binary])
 
 
 @pytest.mark.parametrize("lam", [0.01, 0.5])
