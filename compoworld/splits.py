@@ -2,6 +2,9 @@
 
 * ``composition``: held-out service *sets*. Every evaluation task's set of services never
   occurs in training, while every service it uses does.
+* ``instances``: held-out *task instances*, for single-service (K = 1) tasks, whose service set
+  cannot be held out without hiding the service: a random share of the tasks, none of whose
+  instructions any training task has.
 * ``services``: held-out *services*. Evaluation tasks use at least one service that no
   training task shows, not even as a distractor.
 """
@@ -73,3 +76,29 @@ def split_by_services(
     "dropped_tasks": len(tasks) - len(train) - len(evaluation),
   }
   return train, evaluation, info
+
+
+def split_by_instances(
+  tasks: list[Task], eval_fraction: float = 0.1, seed: int = 0
+) -> tuple[list[Task], list[Task], dict[str, Any]]:
+  order = list(range(len(tasks)))
+  random.Random(seed).shuffle(order)
+  held = set(order[: round(eval_fraction * len(tasks))])
+  train = [t for i, t in enumerate(tasks) if i not in held]
+  seen = {t.instruction for t in train}
+  # A held-out instance is one training never saw: an instruction repeated in training is dropped.
+  evaluation = [t for i, t in enumerate(tasks) if i in held and t.instruction not in seen]
+  info = {
+    "mode": "instances",
+    "seed": seed,
+    "eval_fraction": eval_fraction,
+    "train_tasks": len(train),
+    "eval_tasks": len(evaluation),
+    "dropped_tasks": len(held) - len(evaluation),
+    "eval_service_sets": len({_key(t) for t in evaluation}),
+    "train_service_sets": len({_key(t) for t in train}),
+  }
+  return train, evaluation, info
+
+
+SPLITS = {"composition": split_by_composition, "instances": split_by_instances}

@@ -1,9 +1,11 @@
-"""The whole pipeline (``make demo``): ``configs/demo.py:tiny`` (default; 8 min of CPU time when
-measured) and ``:test`` (a few minutes: the pipeline's end-to-end test).
+"""The whole pipeline (``make demo``): ``configs/demo.py:tiny`` (default: the CPU learning
+regime, ``configs/sft.py:cpu`` and ``configs/grpo.py:cpu``, on single-service tasks held out by
+instance), ``:composed`` (the same regime on two-service tasks held out by composition) and
+``:test`` (a few minutes: the pipeline's end-to-end test).
 
-The SFT and GRPO stages carry their own configs (``configs/sft.py:tiny``, ``configs/grpo.py:tiny``)
-as ``sft`` and ``grpo``; the pipeline points them at the data it generates, so any of their fields
-can be set from the command line (``--config.sft.data.num_epochs=1``).
+The SFT and GRPO stages carry their own configs as ``sft`` and ``grpo``; the pipeline points them
+at the data it generates, so any of their fields can be set from the command line
+(``--config.sft.max_steps=200``).
 """
 
 import importlib.util
@@ -25,8 +27,8 @@ def _grpo_config(variant: str) -> ml_collections.ConfigDict:
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   variant = arg or "tiny"
-  if variant not in ("tiny", "test"):
-    raise ValueError(f"unknown demo config variant {variant!r}; valid: tiny, test")
+  if variant not in ("tiny", "composed", "test"):
+    raise ValueError(f"unknown demo config variant {variant!r}; valid: tiny, composed, test")
   c = ml_collections.ConfigDict()
   c.variant = variant
   c.seed = 0  # tasks, split and policy sampling
@@ -38,14 +40,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Off by default: without a corpus the compiled services are copies of the hand-written ones.
   c.library.compose = False
 
-  c.sft = sft.get_config("tiny")  # data.trajectories is set to the generated train split
-  c.grpo = _grpo_config("tiny")  # init and tasks are set to the SFT policy and the train split
+  regime = "tiny" if variant == "test" else "cpu"
+  c.sft = sft.get_config(regime)  # data.trajectories is set to the generated train split
+  c.grpo = _grpo_config(regime)  # init and tasks are set to the SFT policy and the train split
 
   # Tasks as the tiny SFT recipe is sized for (K, walk lengths, distractors), more of them: the
   # held-out split needs service sets to spare.
   g = c.sft.generate
   c.tasks = ml_collections.ConfigDict()
-  c.tasks.num_tasks = 112  # task indices generated (nearly every index yields a task)
+  c.tasks.num_tasks = 1500  # task indices generated (nearly every index yields a task)
   c.tasks.num_services = g.num_services  # K
   c.tasks.min_walk = g.min_walk  # walk length L bounds
   c.tasks.max_walk = g.max_walk
@@ -53,20 +56,31 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.tasks.workers = 1  # processes generating tasks
 
   c.split = ml_collections.ConfigDict()
-  c.split.eval_fraction = 0.12  # share of tasks whose service set is held out of training
+  # What is held out (compoworld.splits): K = 1 tasks by instance (a service set cannot be held
+  # out without hiding its one service), K >= 2 tasks by service set.
+  c.split.mode = "instances" if g.num_services == 1 else "composition"
+  c.split.eval_fraction = 0.03  # share of the tasks held out of training
 
   c.trajectories = ml_collections.ConfigDict()
   c.trajectories.max_turns = 128  # the oracle's turn budget
+  c.trajectories.discovery = g.discovery  # the oracle's discovery calls, as the SFT recipe's
 
   c.eval = ml_collections.ConfigDict()  # the checkpoint agent on the held-out tasks
   c.eval.samples = 1  # k samples per task
-  c.eval.max_turns = 32  # assistant turns before an episode is cut (the oracle needs ~21)
+  c.eval.max_turns = 16  # assistant turns before an episode is cut (the oracle needs ~5)
   c.eval.max_new_tokens = 128  # tokens per assistant turn
   c.eval.max_context = c.sft.data.seq_len  # prompt + generated, as trained; when full: episode ends
   c.eval.temperature = 0.0  # greedy
 
+  if variant == "composed":
+    c.tasks.num_services = 2
+    c.tasks.min_walk = c.tasks.max_walk = 3
+    c.split.mode = "composition"
+    c.split.eval_fraction = 0.05
+    c.eval.max_turns = 32
   if variant == "test":
     c.tasks.num_tasks = 32
+    c.split.mode = "composition"
     c.split.eval_fraction = 0.1
     c.eval.max_turns = 2
     c.eval.max_new_tokens = 8

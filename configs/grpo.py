@@ -12,8 +12,8 @@ from configs.sft import get_config as sft_config
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   variant = arg or "paper"
-  if variant not in ("tiny", "paper"):
-    raise ValueError(f"unknown GRPO config variant {variant!r}; valid: tiny, paper")
+  if variant not in ("tiny", "cpu", "paper"):
+    raise ValueError(f"unknown GRPO config variant {variant!r}; valid: tiny, cpu, paper")
   c = ml_collections.ConfigDict()
   c.variant = variant
   c.seed = 0  # task order and rollout sampling: step s plays with seed (seed, s)
@@ -78,6 +78,23 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.checkpoint.every = 20  # steps between checkpoints (and one at the end)
   c.checkpoint.keep = 3  # most recent checkpoints kept
 
+  if variant == "cpu":
+    # GRPO on the CPU learning regime's SFT policy (configs/sft.py:cpu): short single-service
+    # tasks, 8 rollouts each, sampled at temperature 1 so that a group's rewards differ.
+    c.sft_config = "cpu"
+    c.num_steps = 12
+    c.data.tasks_per_step = 4
+    c.data.num_eval_tasks = 16
+    c.data.min_length = 512
+    c.rollout.num_rollouts = 8
+    c.rollout.max_turns = 8
+    c.rollout.max_new_tokens_per_turn = 160
+    c.rollout.max_total_tokens = 2048
+    c.optim.lr = 2e-5
+    c.optim.head_chunk = 0  # a 4K vocabulary: [B, K, V] is small
+    c.eval.every = 0  # before training and at the end
+    c.eval.num_tasks = 0
+    c.checkpoint.every = 4
   if variant == "tiny":
     c.sft_config = "tiny"
     c.num_steps = 4

@@ -10,8 +10,8 @@ import ml_collections
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   variant = arg or "paper"
-  if variant not in ("tiny", "small", "paper"):
-    raise ValueError(f"unknown SFT config variant {variant!r}; valid: tiny, small, paper")
+  if variant not in ("tiny", "cpu", "small", "paper"):
+    raise ValueError(f"unknown SFT config variant {variant!r}; valid: tiny, cpu, small, paper")
   c = ml_collections.ConfigDict()
   c.variant = variant
   c.seed = 0  # model initialisation
@@ -28,6 +28,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.tokenizer = ml_collections.ConfigDict()
   c.tokenizer.path = ""  # dir of a tokenizer.model/.json; "" = the workdir's, else train one
   c.tokenizer.vocab_size = 8192  # when a tokenizer is trained here
+  # The chat format's system turn (rl.tokenizer.CHAT_SYSTEMS), saved beside the tokenizer:
+  # "full" (system prompt and tool schemas, Qwen's template) or "brief" (one line).
+  c.tokenizer.chat_system = "full"
 
   c.data = ml_collections.ConfigDict()
   c.data.trajectories = ""  # sft.jsonl (v = 1 trajectories); "" = generate (see `generate`)
@@ -51,6 +54,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.generate.max_walk = 12
   c.generate.num_distractors = 5
   c.generate.workers = 1  # processes generating tasks
+  # The oracle's discovery calls (compoworld.agents.OracleAgent): full, services or none.
+  c.generate.discovery = "full"
 
   c.optim = ml_collections.ConfigDict()
   c.optim.lr = 1e-4  # paper: 1e-4
@@ -81,6 +86,42 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.data.batch_size = 8
     c.optim.lr = 1e-3
     c.generate.num_tasks = 500
+  elif variant == "cpu":
+    # The CPU learning regime (README, "A policy that learns on a CPU"): a model with enough
+    # attention to copy ids and values out of tool replies, trained on thousands of short
+    # single-service tasks whose oracle calls the tools without discovery.
+    c.model.name = "tiny"
+    c.model.overrides = ml_collections.ConfigDict(
+      {
+        "num_layers": 4,
+        "full_attention_interval": 1,
+        "d_model": 128,
+        "head_dim": 32,
+        "linear_key_head_dim": 32,
+        "linear_value_head_dim": 32,
+        "expert_dim": 128,
+        "shared_expert_dim": 128,
+        "deltanet_chunk": 64,
+        "moe_backend": "sort",
+      }
+    )
+    c.tokenizer.vocab_size = 4096
+    c.tokenizer.chat_system = "brief"
+    c.data.seq_len = 2048
+    c.data.batch_size = 8
+    c.data.num_epochs = 1
+    c.data.eval_fraction = 0.05
+    c.generate.num_tasks = 3000
+    c.generate.num_services = 1
+    c.generate.min_walk = 2
+    c.generate.max_walk = 2
+    c.generate.num_distractors = 0
+    c.generate.discovery = "none"
+    c.optim.lr = 3e-3
+    c.optim.warmup_steps = 20
+    c.log_every = 10
+    c.eval_every = 100
+    c.checkpoint.every = 100
   elif variant == "tiny":
     c.model.name = "tiny"
     # One DeltaNet and one attention layer, "sort" experts: the fastest of the hybrid on 2 CPU

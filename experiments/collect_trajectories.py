@@ -19,6 +19,12 @@ _BASE_URL = flags.DEFINE_string(
   "base_url", None, "OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)."
 )
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "Sampling temperature for --agent=openai.")
+_DISCOVERY = flags.DEFINE_enum(
+  "discovery",
+  "full",
+  ["full", "services", "none"],
+  "--agent=oracle: which discovery calls it makes before the reference solution's calls.",
+)
 _MAX_TURNS = flags.DEFINE_integer("max_turns", 128, "Assistant turns before an episode is cut.")
 _SHARD_INDEX = flags.DEFINE_integer("shard_index", 0, "This process's shard of the tasks.")
 _NUM_SHARDS = flags.DEFINE_integer("num_shards", 1, "How many shards split the tasks.")
@@ -28,7 +34,7 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/trajectories", "Where the files 
 
 def main(argv):
   del argv
-  kwargs = {}
+  kwargs = {"discovery": _DISCOVERY.value}
   if _AGENT.value == "openai":
     kwargs = {"model": _MODEL.value, "base_url": _BASE_URL.value, "temperature": _TEMPERATURE.value}
   summary = collect_trajectories(

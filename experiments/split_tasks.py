@@ -8,13 +8,17 @@ import os
 
 from absl import flags
 
-from compoworld.splits import split_by_composition, split_by_services
+from compoworld.splits import split_by_composition, split_by_instances, split_by_services
 from compoworld.tasks import load_tasks, save_tasks
 from experiments.common import run_main, write_summary
 
 _TASKS = flags.DEFINE_string("tasks", None, "tasks.jsonl to split.", required=True)
-_MODE = flags.DEFINE_enum("mode", "composition", ["composition", "services"], "What is held out.")
-_EVAL_FRACTION = flags.DEFINE_float("eval_fraction", 0.1, "composition: share of tasks held out.")
+_MODE = flags.DEFINE_enum(
+  "mode", "composition", ["composition", "instances", "services"], "What is held out."
+)
+_EVAL_FRACTION = flags.DEFINE_float(
+  "eval_fraction", 0.1, "composition, instances: share of tasks held out."
+)
 _HELD_OUT = flags.DEFINE_list("held_out", None, "services: the services to hold out.")
 _NUM_HELD_OUT = flags.DEFINE_integer("num_held_out", 3, "services: how many, if not named.")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of the split.")
@@ -26,6 +30,8 @@ def main(argv):
   tasks = load_tasks(_TASKS.value)
   if _MODE.value == "composition":
     train, evaluation, info = split_by_composition(tasks, _EVAL_FRACTION.value, _SEED.value)
+  elif _MODE.value == "instances":
+    train, evaluation, info = split_by_instances(tasks, _EVAL_FRACTION.value, _SEED.value)
   else:
     train, evaluation, info = split_by_services(
       tasks, _HELD_OUT.value, _NUM_HELD_OUT.value, _SEED.value

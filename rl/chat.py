@@ -46,7 +46,7 @@ from typing import Any, Literal
 import numpy as np
 
 from compoworld.env import META_TOOLS
-from rl.tokenizer import Tokenizer, require_tokens
+from rl.tokenizer import CHAT_SYSTEMS, Tokenizer, require_tokens
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 TOOL_CALL, TOOL_CALL_END = "<tool_call>", "</tool_call>"
@@ -63,6 +63,14 @@ _TOOLS_POSTAMBLE = (
   "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
   f"within {TOOL_CALL}{TOOL_CALL_END} XML tags:\n{TOOL_CALL}\n"
   '{"name": <function-name>, "arguments": <args-json-object>}\n' + TOOL_CALL_END
+)
+
+
+#: The whole system turn of the ``"brief"`` system format (rl.tokenizer.CHAT_SYSTEMS): what a
+#: policy trained here on this format sees in place of the system prompt and tool schemas.
+BRIEF_SYSTEM = (
+  "Complete the user's request with the tools list_services, list_tools, describe_tool and "
+  "call_tool(service, tool, arguments)."
 )
 
 
@@ -120,8 +128,11 @@ def system_text(content: str | None, tools: Sequence[dict[str, Any]]) -> str:
   return text
 
 
-def turn_segments(turn: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> Segments:
-  """The text of one turn, split where the loss mask changes."""
+def turn_segments(
+  turn: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], system: str = "full"
+) -> Segments:
+  """The text of one turn, split where the loss mask changes; ``system`` is the system turn's
+  format (rl.tokenizer.CHAT_SYSTEMS)."""
   role = turn[0].get("role")
   if role == "tool":
     responses = "".join(
@@ -134,7 +145,8 @@ def turn_segments(turn: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]
   if role == "assistant":
     return [(f"{IM_START}assistant\n", False), (assistant_body(msg) + IM_END, True), ("\n", False)]
   if role == "system":
-    return [(f"{IM_START}system\n{system_text(msg.get('content'), tools)}{IM_END}\n", False)]
+    body = BRIEF_SYSTEM if system == "brief" else system_text(msg.get("content"), tools)
+    return [(f"{IM_START}system\n{body}{IM_END}\n", False)]
   if role == "user":
     return [(f"{IM_START}user\n{_text(msg.get('content'))}{IM_END}\n", False)]
   raise ValueError(f"unknown message role {role!r}; roles: system, user, assistant, tool")
@@ -268,12 +280,23 @@ class Rendered:
 class ChatRenderer:
   """Turns conversations into token ids plus a loss mask, with ``tokenizer``'s ids.
 
-  ``tools`` are the function schemas shown in the system turn (the four meta-tools).
+  ``tools`` are the function schemas shown in the system turn (the four meta-tools). ``system``
+  is the system turn's format (rl.tokenizer.CHAT_SYSTEMS); None = the tokenizer's own
+  (``tokenizer.chat_system``, saved beside it), so a policy is always shown the format it was
+  trained on.
   """
 
-  def __init__(self, tokenizer: Tokenizer, tools: Sequence[dict[str, Any]] = META_TOOLS):
+  def __init__(
+    self,
+    tokenizer: Tokenizer,
+    tools: Sequence[dict[str, Any]] = META_TOOLS,
+    system: str | None = None,
+  ):
     self.tokenizer = tokenizer
     self.tools = list(tools)
+    self.system = system or getattr(tokenizer, "chat_system", "full")
+    if self.system not in CHAT_SYSTEMS:
+      raise ValueError(f"unknown chat system format {self.system!r}; valid: {CHAT_SYSTEMS}")
     require_tokens(tokenizer, SPECIAL_TOKENS)  # names every missing one
     self.special_ids: dict[str, int] = {t: tokenizer.token_to_id(t) for t in SPECIAL_TOKENS}
     self._special_by_id = {i: t for t, i in self.special_ids.items()}
@@ -312,7 +335,7 @@ class ChatRenderer:
     turn = [turn] if isinstance(turn, dict) else list(turn)
     ids: list[int] = []
     mask: list[int] = []
-    for text, trainable in turn_segments(turn, self.tools):
+    for text, trainable in turn_segments(turn, self.tools, self.system):
       piece = self.encode_text(text)
       ids += piece
       mask += [int(trainable)] * len(piece)

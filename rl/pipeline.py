@@ -32,7 +32,7 @@ from compoworld.build import build_library, load_compiled_library
 from compoworld.evaluation import run_evaluation
 from compoworld.facets import facets
 from compoworld.generate import generate_tasks
-from compoworld.splits import split_by_composition
+from compoworld.splits import SPLITS
 from compoworld.tasks import Task, load_tasks, save_tasks
 from compoworld.trajectories import SFT_FILE, TRAJECTORIES_FILE, collect_trajectories
 from rl.policy import POLICY_DIR
@@ -98,10 +98,15 @@ def one_per_composition(tasks: Sequence[Task]) -> list[Task]:
   return list(seen.values())
 
 
-def save_split(tasks: list[Task], eval_fraction: float, seed: int, workdir: Path) -> dict:
-  """Held-out service sets as ``train.jsonl`` / ``eval.jsonl`` + ``summary.json`` (the layout
+def save_split(
+  tasks: list[Task], eval_fraction: float, seed: int, workdir: Path, mode: str = "composition"
+) -> dict:
+  """Held-out service sets (or, ``mode="instances"``, task instances: compoworld.splits) as
+  ``train.jsonl`` / ``eval.jsonl`` + ``summary.json`` (the layout
   ``compoworld.evaluation.split_info`` records with every evaluation)."""
-  train, held, info = split_by_composition(tasks, eval_fraction, seed)
+  if mode not in SPLITS:
+    raise ValueError(f"unknown split mode {mode!r}; valid: {', '.join(SPLITS)}")
+  train, held, info = SPLITS[mode](tasks, eval_fraction, seed)
   if not train or not held:
     raise ValueError(
       f"the split of {len(tasks)} tasks at eval_fraction={eval_fraction} left "
@@ -262,7 +267,8 @@ def run(
   if "split" in stages:
     with stage("split"):
       tasks = load_tasks(paths["tasks"] / "tasks.jsonl")
-      save_split(tasks, config.split.eval_fraction, config.seed, paths["split"])
+      mode = config.split.get("mode", "composition")
+      save_split(tasks, config.split.eval_fraction, config.seed, paths["split"], mode)
   split = _read_json(paths["split"] / "summary.json", "split")
   train_tasks, eval_tasks = paths["split"] / "train.jsonl", paths["split"] / "eval.jsonl"
 
@@ -270,7 +276,10 @@ def run(
     with stage("trajectories"):
       for part, tasks_file in (("train_traj", train_tasks), ("eval_traj", eval_tasks)):
         summary = collect_trajectories(
-          load_tasks(tasks_file), paths[part], max_turns=config.trajectories.max_turns
+          load_tasks(tasks_file),
+          paths[part],
+          agent_kwargs={"discovery": config.trajectories.get("discovery", "full")},
+          max_turns=config.trajectories.max_turns,
         )
         _write_json(paths[part] / "summary.json", summary)
   trajectories = _read_json(paths["train_traj"] / "summary.json", "trajectories")

@@ -40,6 +40,7 @@ from rl.tokenizer import (
   has_tokenizer,
   load_tokenizer,
   require_tokens,
+  set_chat_system,
 )
 
 #: The mesh axes a batch's rows are split over (the model's "act_batch" rule).
@@ -446,7 +447,8 @@ def _generate_sft_set(config: ml_collections.ConfigDict, data_dir: Path) -> Path
   if not tasks:
     raise ValueError(f"task generation produced no task with {g}")
   save_tasks(tasks, data_dir / "tasks.jsonl")  # GRPO (rl.grpo) trains on the same tasks
-  summary = collect_trajectories(tasks, data_dir, agent="oracle")
+  discovery = {"discovery": g.get("discovery", "full")}
+  summary = collect_trajectories(tasks, data_dir, agent="oracle", agent_kwargs=discovery)
   if not summary["kept"]:
     raise ValueError(f"no verified trajectory among {len(tasks)} generated tasks: {summary}")
   return path
@@ -497,17 +499,21 @@ def get_tokenizer(
     source = Path(config.model.init_from)
   else:
     source = None
+  # The chat format's system turn: a tokenizer trained here takes the config's; a loaded one
+  # keeps its own unless the config asks for a format other than the default.
+  system = config.tokenizer.get("chat_system", "full")
   if source is not None:
     tokenizer = load_tokenizer(source)
     require_tokens(tokenizer, SPECIAL_TOKENS, source)
-    return tokenizer
+    return set_chat_system(tokenizer, system) if system != "full" else tokenizer
   from rl.corpus import conversation_texts, library_texts
 
   texts: dict[str, None] = {}
   for record in trajectories:
     texts.update(dict.fromkeys(conversation_texts(record["messages"])))
   texts.update(dict.fromkeys(library_texts()))
-  return SentencePieceTokenizer.train(list(texts), config.tokenizer.vocab_size, SPECIAL_TOKENS)
+  tokenizer = SentencePieceTokenizer.train(list(texts), config.tokenizer.vocab_size, SPECIAL_TOKENS)
+  return set_chat_system(tokenizer, system)
 
 
 def _data_config(config: ml_collections.ConfigDict, *, epochs: int | None, train: bool):

@@ -28,7 +28,15 @@ SENTENCEPIECE_FILE = "tokenizer.model"
 #: The files a Hugging Face tokenizer is saved as (those of a real Qwen checkpoint).
 HF_TOKENIZER_FILE = "tokenizer.json"
 HF_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+#: The chat format a policy was trained with, saved beside its tokenizer (`CHAT_SYSTEMS`).
+CHAT_FILE = "chat.json"
+#: How the chat renderer writes the system turn (rl.chat): ``"full"`` (the episode's system
+#: prompt and the tools' JSON schemas, Qwen's template: what an imported checkpoint expects) or
+#: ``"brief"`` (one fixed line naming the four meta-tools: for a policy trained here, which
+#: learns the tools from its data, at a third fewer tokens on short trajectories).
+CHAT_SYSTEMS = ("full", "brief")
 #: What `load_tokenizer` looks for, in order of preference.
+
 TOKENIZER_FILES = (HF_TOKENIZER_FILE, SENTENCEPIECE_FILE)
 #: A Hugging Face tokenizer's pad token when neither its config nor its ``tokenizer.json`` names
 #: one: the first of these in its vocabulary (Qwen's is ``<|endoftext|>``).
@@ -70,8 +78,11 @@ class SentencePieceTokenizer:
     self._proto = bytes(model_proto)
     self._sp = spm.SentencePieceProcessor(model_proto=self._proto)
 
+  #: The system-turn format of `CHAT_SYSTEMS` that renderers of this tokenizer use.
+  chat_system = "full"
+
   def __reduce__(self):
-    return (SentencePieceTokenizer, (self._proto,))
+    return (SentencePieceTokenizer, (self._proto,), {"chat_system": self.chat_system})
 
   @classmethod
   def train(
@@ -150,6 +161,7 @@ class SentencePieceTokenizer:
     path = Path(directory) / SENTENCEPIECE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(self._proto)
+    _save_chat(self, path.parent)
     return path
 
   @classmethod
@@ -202,8 +214,11 @@ class HFTokenizer:
       raise ValueError(f"the pad token {self._pad_token!r} is not in the tokenizer's vocabulary")
     self._pad_id = pad_id
 
+  chat_system = "full"  # as SentencePieceTokenizer's
+
   def __reduce__(self):
-    return (HFTokenizer, (self._json, self._config, self._pad_token))
+    state = {"chat_system": self.chat_system}
+    return (HFTokenizer, (self._json, self._config, self._pad_token), state)
 
   @classmethod
   def from_tokenizer(
@@ -251,6 +266,7 @@ class HFTokenizer:
     (directory / HF_TOKENIZER_CONFIG_FILE).write_text(
       json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
+    _save_chat(self, directory)
     return path
 
   @classmethod
@@ -286,6 +302,30 @@ def has_tokenizer(directory: str | Path) -> bool:
   return any((Path(directory) / name).is_file() for name in TOKENIZER_FILES)
 
 
+def set_chat_system(tokenizer: Tokenizer, system: str) -> Tokenizer:
+  """Sets the system-turn format (`CHAT_SYSTEMS`) renderers of ``tokenizer`` use; returns it."""
+  if system not in CHAT_SYSTEMS:
+    raise ValueError(f"unknown chat system format {system!r}; valid: {', '.join(CHAT_SYSTEMS)}")
+  tokenizer.chat_system = system
+  return tokenizer
+
+
+def _save_chat(tokenizer: Tokenizer, directory: Path) -> None:
+  system = getattr(tokenizer, "chat_system", "full")
+  path = directory / CHAT_FILE
+  if system != "full":
+    path.write_text(json.dumps({"system": system}) + "\n", encoding="utf-8")
+  elif path.is_file():  # a directory saved over keeps no stale format
+    path.unlink()
+
+
+def _load_chat(tokenizer: Tokenizer, directory: Path) -> Tokenizer:
+  path = directory / CHAT_FILE
+  if path.is_file():
+    set_chat_system(tokenizer, json.loads(path.read_text(encoding="utf-8")).get("system", "full"))
+  return tokenizer
+
+
 def load_tokenizer(directory: str | Path) -> Tokenizer:
   """The tokenizer saved in ``directory`` (a checkpoint's directory or the run's workdir): a
   Hugging Face ``tokenizer.json`` or a SentencePiece ``tokenizer.model``. A directory with both
@@ -293,9 +333,9 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
   ``transformers`` does."""
   directory = Path(directory)
   if (directory / HF_TOKENIZER_FILE).is_file():
-    return HFTokenizer.load(directory)
+    return _load_chat(HFTokenizer.load(directory), directory)
   if (directory / SENTENCEPIECE_FILE).is_file():
-    return SentencePieceTokenizer.load(directory)
+    return _load_chat(SentencePieceTokenizer.load(directory), directory)
   raise FileNotFoundError(
     f"no tokenizer in {directory}: expected {SENTENCEPIECE_FILE} (a SentencePiece model written "
     f"by experiments.train_tokenizer) or {HF_TOKENIZER_FILE} (a Hugging Face tokenizer, as an "

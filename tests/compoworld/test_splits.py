@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from compoworld.generate import generate_tasks
-from compoworld.splits import split_by_composition, split_by_services
+from compoworld.splits import split_by_composition, split_by_instances, split_by_services
 from compoworld.tasks import save_tasks
 
 
@@ -44,3 +44,18 @@ def test_split_script_records_the_split(tmp_path, tasks):
   assert len(summary["held_out_services"]) == 2
   n_eval = len((tmp_path / "eval.jsonl").read_text().splitlines())
   assert n_eval == summary["eval_tasks"] > 0
+
+
+def test_instance_split_holds_out_unseen_single_service_tasks():
+  single, _ = generate_tasks(
+    30, seed=5, k=1, min_walk=2, max_walk=2, num_distractors=0, progress=False
+  )
+  train, evaluation, info = split_by_instances(single, eval_fraction=0.2, seed=0)
+  assert len(evaluation) + len(train) + info["dropped_tasks"] == len(single)
+  assert len(evaluation) >= 4 and info["mode"] == "instances"
+  seen = {t.instruction for t in train}
+  assert not {t.id for t in train} & {t.id for t in evaluation}
+  assert all(t.instruction not in seen for t in evaluation)
+  # Seeded: the same split twice, another with another seed.
+  assert [t.id for t in split_by_instances(single, 0.2, seed=0)[1]] == [t.id for t in evaluation]
+  assert [t.id for t in split_by_instances(single, 0.2, seed=1)[1]] != [t.id for t in evaluation]

@@ -203,3 +203,26 @@ def test_episodes_cut_by_max_turns_are_rejected(tasks, tmp_path):
   summary = collect_trajectories(tasks[:2], tmp_path, max_turns=3, progress=False)
   assert summary["rejected_reasons"] == {"no_final_answer": 2} and summary["kept"] == 0
   assert all(r["turns"] == 3 for r in load_trajectories(tmp_path / "trajectories.jsonl"))
+
+
+@pytest.mark.parametrize("discovery", ["full", "services", "none"])
+def test_oracle_discovery_levels_all_solve_and_name_the_tool_before_its_arguments(tasks, discovery):
+  names = []
+  for task in tasks:
+    traj, _ = run_episode(OracleAgent(discovery=discovery), task)
+    assert traj.result.success, (discovery, task.id)
+    calls = [c["function"] for m in traj.messages for c in m.get("tool_calls") or []]
+    names.append([c["name"] for c in calls])
+    for fn in calls:
+      if fn["name"] == "call_tool":
+        assert list(json.loads(fn["arguments"])) == ["service", "tool", "arguments"]
+    assert sum(n == "call_tool" for n in names[-1]) == len(task.reference_solution)
+  flat = {n for row in names for n in row}
+  expected = {
+    "full": {"list_services", "list_tools", "describe_tool", "call_tool"},
+    "services": {"list_services", "call_tool"},
+    "none": {"call_tool"},
+  }
+  assert flat == expected[discovery]
+  with pytest.raises(ValueError, match="valid: full, services, none"):
+    OracleAgent(discovery="some")

@@ -229,3 +229,38 @@ def test_renderer_needs_every_special_token():
 def test_unknown_role_is_an_error(renderer):
   with pytest.raises(ValueError, match="unknown message role 'critic'"):
     renderer.render([{"role": "critic", "content": "x"}])
+
+
+def test_brief_system_turn_is_one_line_and_travels_with_the_tokenizer(
+  tokenizer, oracle_messages, tmp_path
+):
+  import pickle
+
+  from rl.chat import BRIEF_SYSTEM
+  from rl.tokenizer import CHAT_FILE, load_tokenizer, set_chat_system
+
+  full = ChatRenderer(tokenizer).render(oracle_messages[0])
+  brief = ChatRenderer(tokenizer, system="brief")
+  text = brief.decode(brief.render(oracle_messages[0]).ids)
+  assert text.startswith(f"<|im_start|>system\n{BRIEF_SYSTEM}<|im_end|>\n<|im_start|>user\n")
+  assert "<tools>" not in text
+  rendered = brief.render(oracle_messages[0])
+  # Only the system turn changes: the assistant tokens and their mask are the same.
+  assert int(rendered.loss_mask.sum()) == int(full.loss_mask.sum())
+  assert len(rendered) < len(full) - 300
+  # A tokenizer set to "brief" is saved with it, loaded with it and pickled with it, so every
+  # renderer of a trained policy shows the format it was trained on; "full" leaves no file.
+  fresh = pickle.loads(pickle.dumps(tokenizer))
+  assert fresh.chat_system == "full"
+  set_chat_system(fresh, "brief")
+  fresh.save(tmp_path)
+  assert (tmp_path / CHAT_FILE).is_file()
+  loaded = load_tokenizer(tmp_path)
+  assert ChatRenderer(loaded).system == "brief"
+  assert pickle.loads(pickle.dumps(loaded)).chat_system == "brief"
+  set_chat_system(loaded, "full").save(tmp_path)
+  assert not (tmp_path / CHAT_FILE).exists() and load_tokenizer(tmp_path).chat_system == "full"
+  with pytest.raises(ValueError, match="valid: full, brief"):
+    set_chat_system(loaded, "short")
+  with pytest.raises(ValueError, match="unknown chat system"):
+    ChatRenderer(tokenizer, system="short")
