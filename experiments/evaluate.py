@@ -2,11 +2,13 @@
 
 ``python -m experiments.evaluate --agent=oracle|openai:MODEL|checkpoint:DIR --tasks=FILE
 --workdir=DIR [--k=1] [--workers=1] [--base_url=URL] [--max_turns=128] [--max_tokens=N]
-[--max_context=8192] [--temperature=0]`` writes
+[--max_context=8192] [--temperature=0] [--constrained]`` writes
 ``DIR/results.jsonl`` (per task: every sample's trajectory and verdict), ``DIR/results.md``
 (the tables), PNG plots and ``DIR/summary.json`` (pass rate, rubric score, pass^k, breakdowns,
-and the split when the file came from ``experiments.split_tasks``). ``openai:`` reads its key
-from ``$OPENAI_API_KEY`` and its endpoint from ``--base_url`` or ``$OPENAI_BASE_URL``.
+and the split when the file came from ``experiments.split_tasks``). ``--constrained`` decodes a
+checkpoint's tool calls under the tools' grammar (``rl.constrained``), so they always parse.
+``openai:`` reads its key from ``$OPENAI_API_KEY`` and its endpoint from ``--base_url`` or
+``$OPENAI_BASE_URL``.
 """
 
 from absl import flags
@@ -32,6 +34,9 @@ _MAX_TOKENS = flags.DEFINE_integer(
 _MAX_CONTEXT = flags.DEFINE_integer(
   "max_context", 8192, "checkpoint: prompt + generated tokens; a full context ends the episode."
 )
+_CONSTRAINED = flags.DEFINE_bool(
+  "constrained", False, "checkpoint: decode tool calls under the tools' JSON Schema grammar."
+)
 
 
 def main(argv):
@@ -41,6 +46,12 @@ def main(argv):
     agent_kwargs["max_tokens"] = _MAX_TOKENS.value
   if _AGENT.value.startswith("checkpoint:"):
     agent_kwargs["max_context"] = _MAX_CONTEXT.value
+    if _CONSTRAINED.value:
+      agent_kwargs["constrained"] = True
+  elif _CONSTRAINED.value:
+    raise ValueError(
+      "--constrained is for --agent=checkpoint:DIR (an endpoint decodes its own way)"
+    )
   summary = run_evaluation(
     _TASKS.value,
     _WORKDIR.value,

@@ -5,7 +5,9 @@
 ``tokenizer.json``) and an Orbax checkpoint (``DIR/checkpoints/<step>/``, the latest served, or
 ``DIR`` itself); see ``rl.policy``. Any OpenAI client then works with
 ``base_url=http://HOST:PORT/v1`` and ``model=NAME``. On Ctrl-C, ``summary.json`` in ``--workdir``
-records what was served.
+records what was served. Requests with ``tool_choice="required"`` or a named function are always
+decoded under the tools' grammar (``rl.constrained``); ``--constrained`` does so for
+``tool_choice="auto"`` too.
 """
 
 import os
@@ -26,6 +28,9 @@ _API_KEY = flags.DEFINE_string(
 )
 _MAX_CONTEXT = flags.DEFINE_integer("max_context", 8192, "Prompt plus generated tokens, at most.")
 _MAX_TOKENS = flags.DEFINE_integer("max_tokens", 1024, "Tokens generated when a request omits it.")
+_CONSTRAINED = flags.DEFINE_bool(
+  "constrained", False, "Decode tool calls under the tools' grammar for tool_choice=auto too."
+)
 _WORKDIR = flags.DEFINE_string("workdir", "runs/serve_policy", "Where summary.json goes.")
 
 
@@ -39,6 +44,7 @@ def main(argv):
     _API_KEY.value,
     max_context=_MAX_CONTEXT.value,
     default_max_tokens=_MAX_TOKENS.value,
+    constrained=_CONSTRAINED.value,
   )
   write_summary(_WORKDIR.value, summary)
 

@@ -12,6 +12,12 @@ or with the Orbax checkpoint of ``nnx.state(model)`` in ``DIR`` itself (config a
 it). ``save_policy`` writes the first layout. ``Policy.chat`` renders OpenAI-style messages with
 ``rl.chat.ChatRenderer``, generates with the model's ``prefill`` / ``decode_step`` caches up to
 ``<|im_end|>`` or a token budget, and parses the turn into content or tool calls.
+
+With ``constrained=True`` (the policy's default, or per ``chat`` call) a turn that may call tools
+is decoded under the grammar of ``rl.constrained``: each step's logits are masked to the tokens
+that keep the turn a valid prefix of content and tool calls whose names and arguments follow the
+tools' JSON Schemas, so every call parses. ``tool_choice="required"`` or a named function
+constrains the forced call and any after it; ``"auto"`` leaves content free until ``<tool_call>``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import dataclasses
 import functools
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +39,7 @@ from flax import nnx
 
 from models import ModelConfig, Transformer, abstract_model, decode_step, prefill
 from rl.chat import IM_END, TOOL_CALL, ChatRenderer, ParsedAssistant
+from rl.constrained import Constraint, TokenConstraint, ToolCallGrammar, Vocabulary
 from rl.tokenizer import TOKENIZER_FILES, Tokenizer, load_tokenizer
 
 CONFIG_FILE = "config.json"
@@ -197,7 +205,8 @@ class Policy:
   ``max_context`` bounds prompt plus generated tokens; a request without ``max_tokens`` gets
   ``default_max_tokens`` or what the context has left. Prompts and caches are padded to powers
   of two from ``min_bucket``, so each bucket compiles once (``min_bucket=max_context``: one shape
-  ever). Generation holds a lock: one request at a time per policy.
+  ever). Generation holds a lock: one request at a time per policy. ``constrained`` is whether
+  ``chat`` decodes tool calls under their schemas' grammar when a call does not say.
   """
 
   def __init__(
@@ -209,6 +218,7 @@ class Policy:
     default_max_tokens: int = 1024,
     min_bucket: int = 64,
     name: str = "policy",
+    constrained: bool = False,
   ):
     if tokenizer.vocab_size > model.config.vocab_size:
       raise ValueError(
@@ -220,6 +230,9 @@ class Policy:
     self.max_context, self.default_max_tokens = max_context, default_max_tokens
     self.min_bucket = min_bucket
     self.renderer = ChatRenderer(tokenizer)
+    self.constrained = constrained
+    self._vocab: Vocabulary | None = None
+    self._grammars: OrderedDict[str, TokenConstraint] = OrderedDict()
     self._lock = threading.Lock()
     graphdef, state = nnx.split(model)
     self._state = state
@@ -267,11 +280,37 @@ class Policy:
     conv = (renderer or self.renderer).conversation(messages)
     return conv.prompt_ids(), self.renderer.encode_text(forced)
 
+  def constraint(
+    self, tools: Sequence[dict[str, Any]], tool_choice: Any, forced: Sequence[int] = ()
+  ) -> Constraint:
+    """A fresh grammar constraint for one turn calling ``tools`` (``required`` or a named
+    function: the turn is calls only, of that function if named), after the ``forced`` ids.
+    Grammars and their per-state masks are cached per tool set."""
+    if isinstance(tool_choice, dict):
+      name = (tool_choice.get("function") or {}).get("name")
+      tools = [t for t in tools if t.get("function", t).get("name") == name]
+    key = json.dumps(list(tools), sort_keys=True)
+    if key not in self._grammars:
+      if self._vocab is None:
+        self._vocab = Vocabulary.from_tokenizer(self.tokenizer, self.renderer.special_ids)
+      self._grammars[key] = TokenConstraint(ToolCallGrammar(tools), self._vocab)
+      while len(self._grammars) > 8:
+        self._grammars.popitem(last=False)
+    self._grammars.move_to_end(key)
+    mode = "auto" if tool_choice == "auto" else "required"
+    return self._grammars[key].start(mode, forced)
+
   def generate(
-    self, prompt_ids: Sequence[int], max_tokens: int, temperature: float = 0.0, seed: int = 0
+    self,
+    prompt_ids: Sequence[int],
+    max_tokens: int,
+    temperature: float = 0.0,
+    seed: int = 0,
+    constraint: Constraint | None = None,
   ) -> list[int]:
     """Up to ``max_tokens`` ids after ``prompt_ids``, stopping after ``<|im_end|>``; greedy at
-    temperature 0, else sampled from softmax(logits / temperature)."""
+    temperature 0, else sampled from softmax(logits / temperature). With a ``constraint``, each
+    step samples only among the tokens it allows (given the tokens left), and advances it."""
     n = len(prompt_ids)
     tokens = np.zeros((1, _bucket(n, self.min_bucket)), np.int32)
     tokens[0, :n] = prompt_ids
@@ -282,6 +321,8 @@ class Policy:
       logits, cache = self._prefill(self._state, tokens, jnp.array([n], jnp.int32), max_len)
       while True:
         logits_v = np.asarray(logits[0], np.float64)[: self.tokenizer.vocab_size]
+        if constraint is not None:
+          logits_v = np.where(constraint.allowed(max_tokens - len(out) - 1), logits_v, -np.inf)
         if temperature > 0:
           z = logits_v / temperature
           p = np.exp(z - z.max())
@@ -289,6 +330,8 @@ class Policy:
         else:
           token = int(np.argmax(logits_v))
         out.append(token)
+        if constraint is not None:
+          constraint.advance(token)
         if token == self.renderer.im_end_id or len(out) >= max_tokens:
           return out
         logits, cache = self._decode(self._state, jnp.array([token], jnp.int32), cache)
@@ -301,8 +344,10 @@ class Policy:
     temperature: float = 0.0,
     max_tokens: int | None = None,
     seed: int = 0,
+    constrained: bool | None = None,
   ) -> Completion:
-    """The next assistant turn for an OpenAI-style conversation."""
+    """The next assistant turn for an OpenAI-style conversation; ``constrained`` (default: the
+    policy's) decodes it under the tools' grammar when it may call tools."""
     if max_tokens is not None and max_tokens < 1:
       raise RequestError(f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
     if temperature < 0:
@@ -327,7 +372,14 @@ class Policy:
         f"and the context {self.max_context}, so at most {max(budget, 0)} can be generated",
         "max_tokens",
       )
-    generated = self.generate(prompt + forced, max_tokens, temperature, seed)
+    constrained = self.constrained if constrained is None else constrained
+    extra = {}
+    if constrained and tools and tool_choice != "none":
+      try:
+        extra["constraint"] = self.constraint(tools, tool_choice, forced)
+      except ValueError as err:
+        raise RequestError(f"tools cannot be decoded under their grammar: {err}", "tools") from err
+    generated = self.generate(prompt + forced, max_tokens, temperature, seed, **extra)
     ids = forced + generated
     text = self.renderer.decode(ids)
     ended = bool(generated) and generated[-1] == self.renderer.im_end_id

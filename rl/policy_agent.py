@@ -2,7 +2,8 @@
 ``import rl.policy_agent`` (``compoworld`` itself never imports JAX).
 
 Loaded policies are cached per directory, so the fresh agent the evaluation harness makes for
-every sample reuses the weights and the compiled programs.
+every sample reuses the weights and the compiled programs. ``constrained=True`` decodes every
+turn's tool calls under the tools' grammar (``rl.constrained``): they always parse.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class PolicyAgent(Agent):
     seed: int = 0,
     max_context: int = 8192,
     default_max_tokens: int = 1024,
+    constrained: bool = False,
   ):
     if (checkpoint_dir is None) == (policy is None):
       raise ValueError("PolicyAgent needs exactly one of checkpoint_dir and policy")
@@ -41,6 +43,7 @@ class PolicyAgent(Agent):
       policy = _load(str(Path(checkpoint_dir).absolute()), max_context, default_max_tokens)
     self.policy, self.temperature, self.max_tokens = policy, temperature, max_tokens
     self.seed, self._turn = seed, 0
+    self.constrained = constrained
 
   def reset(self, task) -> None:
     self._turn = 0
@@ -55,6 +58,7 @@ class PolicyAgent(Agent):
         temperature=self.temperature,
         max_tokens=self.max_tokens,
         seed=self.seed * 100_003 + self._turn,
+        constrained=self.constrained,
       )
     except ContextFull:
       # The context is full: the episode ends here and the verifier scores the state reached,

@@ -6,6 +6,11 @@ key). Requests are checked before any generation; a bad one gets OpenAI's error 
 request, 401 bad key, 404 unknown model or route), so the ``openai`` client raises its usual
 ``BadRequestError`` / ``NotFoundError``. Tool calls come back as ``message.tool_calls`` with
 ``finish_reason="tool_calls"``. Generation runs in a worker thread, one request at a time.
+
+``tool_choice="required"`` or a named function is decoded under the tools' grammar
+(``rl.constrained``), as vLLM and SGLang do: the turn is tool calls whose names and arguments
+follow the schemas (``enum``s included), and they always parse. ``"auto"`` is decoded as the
+policy is configured (``Policy(constrained=...)``, off by default).
 """
 
 from __future__ import annotations
@@ -133,6 +138,8 @@ def chat_request(body: Any) -> dict[str, Any]:
     "temperature": _number(body, "temperature", float, 1.0),
     "max_tokens": _number({"max_tokens": max_tokens}, "max_tokens", int, None),
     "seed": _number(body, "seed", int, 0),
+    # A required call is decoded under the tools' grammar, so it always parses.
+    **({"constrained": True} if tool_choice == "required" or isinstance(tool_choice, dict) else {}),
   }
 
 

@@ -46,11 +46,12 @@ class Scripted(Policy):
 
   def __init__(self, model, tokenizer, texts, **kwargs):
     super().__init__(model, tokenizer, name="scripted", **kwargs)
-    self.texts, self.prompts, self.sampling = list(texts), [], []
+    self.texts, self.prompts, self.sampling, self.constraints = list(texts), [], [], []
 
-  def generate(self, prompt_ids, max_tokens, temperature=0.0, seed=0):
+  def generate(self, prompt_ids, max_tokens, temperature=0.0, seed=0, constraint=None):
     self.prompts.append(self.renderer.decode(prompt_ids))
     self.sampling.append({"max_tokens": max_tokens, "temperature": temperature, "seed": seed})
+    self.constraints.append(constraint)
     text = self.texts.pop(0) if len(self.texts) > 1 else self.texts[0]
     return self.renderer.encode_text(text)[:max_tokens]
 
@@ -271,6 +272,8 @@ def test_tool_choice_none_and_required_and_sampling_settings_reach_the_policy(sc
   assert reply.choices[0].message.tool_calls[0].function.name == "list_services"
   assert reply.choices[0].finish_reason == "tool_calls"
   assert p.sampling[-1]["temperature"] == 1.0  # OpenAI's default when a request omits it
+  # "required" is decoded under the tools' grammar, past the forced <tool_call>\n; "none" not.
+  assert p.constraints[-2] is None and p.constraints[-1].state[-1] == ("c", "c0", None)
 
 
 def _error(server, **request):
