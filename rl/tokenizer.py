@@ -36,7 +36,6 @@ CHAT_FILE = "chat.json"
 #: learns the tools from its data, at a third fewer tokens on short trajectories).
 CHAT_SYSTEMS = ("full", "brief")
 #: What `load_tokenizer` looks for, in order of preference.
-
 TOKENIZER_FILES = (HF_TOKENIZER_FILE, SENTENCEPIECE_FILE)
 #: A Hugging Face tokenizer's pad token when neither its config nor its ``tokenizer.json`` names
 #: one: the first of these in its vocabulary (Qwen's is ``<|endoftext|>``).
@@ -157,6 +156,17 @@ class SentencePieceTokenizer:
   def id_to_token(self, i: int) -> str:
     return self._sp.id_to_piece(int(i))
 
+  def token_bytes(self, i: int) -> bytes | None:
+    """The bytes id ``i`` stands for in decoded text (a byte piece's one byte); None for
+    control, unknown and unused ids. ``decode`` of ids is these bytes joined, as UTF-8."""
+    i, sp = int(i), self._sp
+    if sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i):
+      return None
+    piece = sp.id_to_piece(i)
+    if sp.is_byte(i):
+      return bytes((int(piece[3:5], 16),))  # <0xNN>
+    return piece.replace("\u2581", " ").encode()
+
   def save(self, directory: str | Path) -> Path:
     path = Path(directory) / SENTENCEPIECE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -213,6 +223,9 @@ class HFTokenizer:
     if pad_id is None:
       raise ValueError(f"the pad token {self._pad_token!r} is not in the tokenizer's vocabulary")
     self._pad_id = pad_id
+    added = tok.get_added_tokens_decoder()
+    self._special_added = frozenset(i for i, t in added.items() if t.special)
+    self._byte_level = '"ByteLevel"' in json.dumps(json.loads(self._json).get("decoder"))
 
   chat_system = "full"  # as SentencePieceTokenizer's
 
@@ -254,6 +267,20 @@ class HFTokenizer:
       raise IndexError(f"id {i} is not in the tokenizer's vocabulary of {self.vocab_size}")
     return token
 
+  def token_bytes(self, i: int) -> bytes | None:
+    """The bytes id ``i`` stands for in decoded text: a byte-level token's bytes, else its
+    decoded text's; None for special added tokens and ids without bytes of their own."""
+    i = int(i)
+    if i in self._special_added:
+      return None
+    token = self._tok.id_to_token(i)
+    if token is None:
+      return None
+    if self._byte_level and all(c in _BYTE_OF_CHAR for c in token):
+      return bytes(_BYTE_OF_CHAR[c] for c in token)
+    text = self._tok.decode([i], skip_special_tokens=False)
+    return None if not text or "\ufffd" in text else text.encode()
+
   def save(self, directory: str | Path) -> Path:
     """Writes ``tokenizer.json`` (as read) and ``tokenizer_config.json`` (the one read, if any,
     naming the pad token); returns the former."""
@@ -275,6 +302,22 @@ class HFTokenizer:
     config_path = directory / HF_TOKENIZER_CONFIG_FILE
     config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else None
     return cls((directory / HF_TOKENIZER_FILE).read_text(encoding="utf-8"), config)
+
+
+def _bytes_of_chars() -> dict[str, int]:
+  """GPT-2's byte-level alphabet, inverted: the character that stands for each byte."""
+  printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+  chars, extra = {}, 0
+  for b in range(256):
+    if b in printable:
+      chars[chr(b)] = b
+    else:
+      chars[chr(256 + extra)] = b
+      extra += 1
+  return chars
+
+
+_BYTE_OF_CHAR = _bytes_of_chars()
 
 
 def _hf_pad_token(
