@@ -77,6 +77,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.tasks.min_walk = c.tasks.max_walk = 3
     c.split.mode = "composition"
     c.split.eval_fraction = 0.05
+    c.sft.data.seq_len = 4096  # oracle trajectories of ~3-4K tokens
+    c.sft.data.batch_size = 4
+    c.eval.max_context = 4096
     c.eval.max_turns = 32
   if variant == "test":
     c.tasks.num_tasks = 32

@@ -23,6 +23,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.experiment = name
   c.tasks = base.tasks  # generation: K, walk lengths, distractors (num_tasks per arm and seed)
   c.split = base.split  # held-out service sets
+  c.trajectories = base.trajectories  # the oracle's discovery calls, as the recipe's
   c.eval = base.eval  # the checkpoint agent on the held-out tasks
   c.eval.max_tasks = 16  # held-out tasks evaluated (the first of the split)
   c.sft = base.sft  # the recipe, the same for every arm (configs/sft.py:tiny)

@@ -43,7 +43,7 @@ from models import sharding
 from rl import sft
 from rl.chat import ChatRenderer
 from rl.grpo_loss import GRPOLossConfig, grpo_loss, token_logp_and_entropy
-from rl.policy import POLICY_DIR, load_policy_parts, save_policy
+from rl.policy import POLICY_DIR, load_policy_parts, savable, save_policy
 from rl.rewards import REWARDS, group_advantages, make_reward, pad_passed
 
 #: The per-row arrays of a training batch: all [B, L], but ``loss_index`` [B, K].
@@ -492,7 +492,10 @@ def _eval_engine(config, engine_factory, model, renderer):
 
 def _save(manager, step: int, state, log: dict[str, list]) -> None:
   manager.save(
-    step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), log=ocp.args.JsonSave(log))
+    step,
+    args=ocp.args.Composite(
+      state=ocp.args.StandardSave(savable(state)), log=ocp.args.JsonSave(log)
+    ),
   )
 
 

@@ -133,6 +133,24 @@ def _beside(checkpoint: Path, *names: str) -> Path:
   )
 
 
+def savable(tree: Any) -> Any:
+  """``tree`` with its zero-size arrays as None, which Orbax saves as nothing: it refuses to save
+  a zero-size array, and a model with ``full_attention_interval=1`` has an empty DeltaNet stack
+  in every block. `unsavable` puts them back after a restore."""
+  return jax.tree.map(lambda x: None if getattr(x, "size", 1) == 0 else x, tree)
+
+
+def unsavable(restored: Any, like: Any) -> Any:
+  """A tree restored into a `savable` target, with the zero-size arrays of ``like`` (the tree
+  it was made from: arrays or shape-dtype structs) back in place as zeros."""
+  return jax.tree.map(
+    lambda r, x: jnp.zeros(x.shape, x.dtype) if r is None else r,
+    restored,
+    like,
+    is_leaf=lambda x: x is None,
+  )
+
+
 def save_policy(
   directory: str | Path,
   model: Transformer,
@@ -149,7 +167,7 @@ def save_policy(
   tokenizer.save(directory)
   path = directory / CHECKPOINTS_DIR / str(step)
   with ocp.StandardCheckpointer() as checkpointer:
-    checkpointer.save(path, nnx.state(model))
+    checkpointer.save(path, savable(nnx.state(model)))
   return path
 
 
@@ -164,7 +182,7 @@ def load_policy_parts(directory: str | Path) -> tuple[Transformer, Tokenizer, Pa
     )
   graphdef, target = nnx.split(abstract_model(config))
   with ocp.StandardCheckpointer() as checkpointer:
-    state = checkpointer.restore(path, target)
+    state = unsavable(checkpointer.restore(path, savable(target)), target)
   return nnx.merge(graphdef, state), tokenizer, path
 
 

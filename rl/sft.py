@@ -33,7 +33,7 @@ import models
 from models.flops import model_summary
 from rl.chat import SPECIAL_TOKENS, ChatRenderer
 from rl.data import BATCH_KEYS, DataConfig, measure_packing, sft_dataset
-from rl.policy import POLICY_DIR, save_policy
+from rl.policy import POLICY_DIR, savable, save_policy, unsavable
 from rl.tokenizer import (
   SentencePieceTokenizer,
   Tokenizer,
@@ -680,17 +680,18 @@ def restore_latest(manager, state, extra: str) -> tuple[int, Any, Any]:
   if step is None:
     return 0, state, None
   abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
-  args = {"state": ocp.args.StandardRestore(abstract), extra: ocp.args.JsonRestore()}
+  args = {"state": ocp.args.StandardRestore(savable(abstract)), extra: ocp.args.JsonRestore()}
   restored = manager.restore(step, args=ocp.args.Composite(**args))
   print(f"resumed from step {step} in {manager.directory}")
-  return step, restored["state"], restored[extra]
+  return step, unsavable(restored["state"], state), restored[extra]
 
 
 def _save(manager, step: int, state, data_iter) -> None:
   manager.save(
     step,
     args=ocp.args.Composite(
-      state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(data_iter.get_state())
+      state=ocp.args.StandardSave(savable(state)),
+      data=ocp.args.JsonSave(data_iter.get_state()),
     ),
   )
 
@@ -816,7 +817,7 @@ def train(
         timed_tokens, timed_seconds = timed_tokens + computed, timed_seconds + seconds
       metrics["tokens_per_s"] = computed / seconds
       metrics["mfu"] = metrics["tokens_per_s"] * flops_per_token / peak
-      history.append({"step": step, **metrics})
+      history.append({"step": step, "step_seconds": seconds, **metrics})
       if step % config.eval_every == 0 or step == total_steps:
         last_eval = _evaluate(eval_step, state, eval_set, renderer, config, mesh) or last_eval
         metrics.update(last_eval)
@@ -852,6 +853,10 @@ def train(
     "eval_turn_match": last_eval.get("eval_turn_match"),
     "eval_accuracy": last_eval.get("eval_accuracy"),
     "final_accuracy": history[-1]["accuracy"] if history else None,
+    # What this process trained on: row positions (padding included), real and loss tokens.
+    "tokens_seen": int(sum(h["tokens"] for h in history)),
+    "loss_tokens_seen": int(sum(h["loss_tokens"] for h in history)),
+    "train_seconds": round(sum(h["step_seconds"] for h in history), 1),
     "tokens_per_s": tokens_per_s,
     "mfu": tokens_per_s * flops_per_token / peak if tokens_per_s else None,
     "matmul_peak_flops": peak,

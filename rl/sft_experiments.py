@@ -46,6 +46,11 @@ METRICS = {
 }
 
 
+def oracle_kwargs(config: ml_collections.ConfigDict) -> dict[str, Any]:
+  """The oracle's settings in ``config.trajectories`` (its discovery calls), as the recipe's."""
+  return {"discovery": config.get("trajectories", {}).get("discovery", "full")}
+
+
 def prepare(
   config: ml_collections.ConfigDict, seed: int, k: int, workdir: Path, eval_k: int | None = None
 ) -> dict[str, Any]:
@@ -65,8 +70,8 @@ def prepare(
   held = load_tasks(workdir / "split" / "eval.jsonl")[: config.eval.max_tasks]
   save_tasks(held, workdir / "split" / "eval.jsonl")  # the split's summary.json stays beside it
   train = one_per_composition(load_tasks(workdir / "split" / "train.jsonl"))
-  collected = collect_trajectories(train, workdir / "train")
-  oracle = collect_trajectories(held, workdir / "eval")
+  collected = collect_trajectories(train, workdir / "train", agent_kwargs=oracle_kwargs(config))
+  oracle = collect_trajectories(held, workdir / "eval", agent_kwargs=oracle_kwargs(config))
   prepared = {
     "k": k,
     "tasks": task_summary["tasks"],
@@ -116,7 +121,7 @@ def prepare_single(config: ml_collections.ConfigDict, seed: int, workdir: Path) 
     )
   train = spread_over_compositions(tasks)
   save_tasks(train, workdir / "split" / "train.jsonl")
-  collected = collect_trajectories(train, workdir / "train")
+  collected = collect_trajectories(train, workdir / "train", agent_kwargs=oracle_kwargs(config))
   prepared = {
     "k": 1,
     "tasks": task_summary["tasks"],

@@ -496,3 +496,36 @@ def test_benchmark_times_ours_and_a_baseline_of_the_same_model():
   # Same weights, same rows, two steps each: dense experts + full logits train the same model.
   np.testing.assert_allclose(out["final_loss"], out["baseline_final_loss"], rtol=1e-5)
   assert sft.reference_model_config().num_experts == 8  # the shape
+
+
+def test_an_attention_only_model_saves_and_restores(tmp_path):
+  # full_attention_interval=1 leaves every block an empty DeltaNet stack: zero-size arrays, which
+  # Orbax refuses to save; rl.policy.savable / unsavable carry them around it.
+  from flax import nnx
+
+  from rl.policy import load_policy_parts, save_policy
+  from rl.tokenizer import SentencePieceTokenizer
+
+  with nnx.use_eager_sharding(False):
+    model = models.create_model(
+      models.get_config("tiny", vocab_size=512, num_layers=2, full_attention_interval=1), seed=0
+    )
+    assert any(x.size == 0 for x in jax.tree.leaves(nnx.state(model)))
+    tok = SentencePieceTokenizer.train(
+      ["<tool_call> call_tool list_services " * 50, "hello world 123"], 300, sft.SPECIAL_TOKENS
+    )
+    save_policy(tmp_path, model, tok, 3)
+    loaded, _, path = load_policy_parts(tmp_path)
+  assert path.name == "3"
+  same = jax.tree.map(
+    lambda a, b: a.shape == b.shape and bool(jnp.all(a == b)),
+    nnx.state(model),
+    nnx.state(loaded),
+  )
+  assert all(jax.tree.leaves(same))
+
+
+@pytest.mark.parametrize("variant", ["tiny", "cpu", "small", "paper"])
+def test_sft_variants_build_their_model_config(variant):
+  cfg = sft.model_config(get_config(variant), 4000)
+  assert cfg.vocab_size == 4096
