@@ -363,9 +363,12 @@ class Policy:
     max_tokens: int | None = None,
     seed: int = 0,
     constrained: bool | None = None,
+    grammar_tools: Sequence[dict[str, Any]] | None = None,
   ) -> Completion:
     """The next assistant turn for an OpenAI-style conversation; ``constrained`` (default: the
-    policy's) decodes it under the tools' grammar when it may call tools."""
+    policy's) decodes it under the tools' grammar when it may call tools: the grammar of
+    ``grammar_tools`` when given (e.g. ``tools`` with enums, `rl.constrained.tools_with_enums`),
+    while the prompt still shows ``tools``."""
     if max_tokens is not None and max_tokens < 1:
       raise RequestError(f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
     if temperature < 0:
@@ -394,7 +397,7 @@ class Policy:
     extra = {}
     if constrained and tools and tool_choice != "none":
       try:
-        extra["constraint"] = self.constraint(tools, tool_choice, forced)
+        extra["constraint"] = self.constraint(grammar_tools or tools, tool_choice, forced)
       except ValueError as err:
         raise RequestError(f"tools cannot be decoded under their grammar: {err}", "tools") from err
     generated = self.generate(prompt + forced, max_tokens, temperature, seed, **extra)

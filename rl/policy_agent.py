@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from compoworld.agents import Agent, register_agent
+from rl.constrained import tools_with_enums
 from rl.policy import ContextFull, Policy
 
 
@@ -44,9 +45,21 @@ class PolicyAgent(Agent):
     self.policy, self.temperature, self.max_tokens = policy, temperature, max_tokens
     self.seed, self._turn = seed, 0
     self.constrained = constrained
+    self._library: tuple[list[str], list[str]] | None = None
 
   def reset(self, task) -> None:
     self._turn = 0
+
+  def _grammar_tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The meta-tools with the service library's service and tool names as enums: constrained
+    turns then name only tools that exist (the schemas the prompt shows stay as they are)."""
+    if self._library is None:
+      from compoworld.registry import registry
+
+      services = registry.names()
+      names = {t for name in services for t in registry.get(name).tool_names()}
+      self._library = (services, sorted(names))
+    return tools_with_enums(tools, *self._library)
 
   def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
     # A different seed per turn: sampled turns must not repeat one another.
@@ -59,6 +72,7 @@ class PolicyAgent(Agent):
         max_tokens=self.max_tokens,
         seed=self.seed * 100_003 + self._turn,
         constrained=self.constrained,
+        grammar_tools=self._grammar_tools(tools) if self.constrained else None,
       )
     except ContextFull:
       # The context is full: the episode ends here and the verifier scores the state reached,

@@ -448,3 +448,28 @@ def test_evaluate_takes_constrained_for_checkpoints_only(tmp_path):
     timeout=120,
   )
   assert proc.returncode != 0 and "--constrained is for --agent=checkpoint:DIR" in proc.stderr
+
+
+def test_the_checkpoint_agent_names_only_library_services_and_tools(fake):
+  from compoworld.registry import registry
+
+  services = set(registry.names())
+  tools = {t for s in services for t in registry.get(s).tool_names()}
+  agent = PolicyAgent(policy=fake, constrained=True, max_tokens=120, temperature=1.0)
+  grammar = {
+    t["function"]["name"]: t["function"]["parameters"] for t in agent._grammar_tools(META_TOOLS)
+  }
+  assert set(grammar["call_tool"]["properties"]["service"]["enum"]) == services
+  assert set(grammar["describe_tool"]["properties"]["tool"]["enum"]) == tools
+  # The prompt still shows the schemas as given: only the grammar has the enums.
+  assert "enum" not in json.dumps(META_TOOLS)
+  for seed in range(8):
+    agent.seed = seed
+    msg = agent.act(HI, META_TOOLS)
+    assert "malformed" not in msg
+    for call in msg.get("tool_calls") or []:
+      args = json.loads(call["function"]["arguments"])
+      if "service" in args:
+        assert args["service"] in services
+      if "tool" in args:
+        assert args["tool"] in tools
