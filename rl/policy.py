@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import shutil
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -166,6 +167,8 @@ def save_policy(
     raise TypeError(f"{type(tokenizer).__name__} cannot be saved beside a checkpoint")
   tokenizer.save(directory)
   path = directory / CHECKPOINTS_DIR / str(step)
+  if path.exists():  # a run restarted after it ended exports the same step again
+    shutil.rmtree(path)
   with ocp.StandardCheckpointer() as checkpointer:
     checkpointer.save(path, savable(nnx.state(model)))
   return path

@@ -4,6 +4,7 @@ before/after evaluation table and one example trajectory."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,22 @@ def _stage_order(name: str) -> int:
 
   order = [s for s in STAGES if s != "eval"] + [f"eval {p}" for p in POLICIES] + ["report"]
   return order.index(name) if name in order else len(order)
+
+
+def wilson_interval(passed: float, n: int, z: float = 1.96) -> tuple[float, float]:
+  """The 95% Wilson score interval of a pass rate ``passed`` over ``n`` tasks (sound at 0 and
+  1 and for a few dozen tasks, where the normal approximation is not)."""
+  if n <= 0:
+    return (0.0, 1.0)
+  centre = (passed + z * z / (2 * n)) / (1 + z * z / n)
+  half = z * math.sqrt(passed * (1 - passed) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+  return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def _pass_interval(summary: dict[str, Any]) -> str:
+  n = int(summary.get("samples") or summary.get("tasks") or 0)
+  low, high = wilson_interval(float(summary["pass_rate"]), n)
+  return f"[{low:.2f}, {high:.2f}]"
 
 
 def _row(cells) -> str:
@@ -142,7 +159,12 @@ def write_report(
     "",
     f"Held-out split ({split['mode']}): {split['train_tasks']} training tasks over "
     f"{split['train_service_sets']} service sets; {split['eval_tasks']} held-out tasks over "
-    f"{split['eval_service_sets']} service sets never seen together in training.",
+    f"{split['eval_service_sets']} service sets "
+    + (
+      "(task instances no training task has)."
+      if split["mode"] == "instances"
+      else "never seen together in training."
+    ),
     "",
     f"Oracle trajectories on the training tasks: {traj['kept']} of {traj['tasks']} verified "
     f"(v = 1), {traj['mean_turns']} turns and {traj['mean_tool_calls']} tool calls on average.",
@@ -166,6 +188,11 @@ def write_report(
     )
   if sft.get("tokens_per_s"):
     line += f"; {sft['tokens_per_s']:.0f} tokens/s"
+  if sft.get("tokens_seen"):
+    line += (
+      f"; {sft['tokens_seen']:,} tokens seen ({sft['loss_tokens_seen']:,} of them trained on) "
+      f"in {sft['train_seconds'] / 60:.1f} min"
+    )
   lines += [line + ".", ""]
   if sft_png:
     lines += ["![SFT loss](sft_loss.png)", ""]
@@ -185,10 +212,20 @@ def write_report(
   else:
     lines += ["GRPO: not run.", ""]
   lines += ["## Held-out evaluation", ""]
-  lines += [f"On the {split['eval_tasks']} held-out tasks (service sets never trained on):", ""]
+  held = (
+    "instances never trained on"
+    if split["mode"] == "instances"
+    else "service sets never trained on"
+  )
+  lines += [f"On the {split['eval_tasks']} held-out tasks ({held}):", ""]
   lines += _table(
-    ["agent", *_COLUMNS],
-    [[ROWS[n], *(evaluations[n][c] for c in _COLUMNS)] for n in ROWS if n in evaluations],
+    ["agent", *_COLUMNS[:2], "pass rate 95% interval", *_COLUMNS[2:]],
+    [
+      [ROWS[n], *(evaluations[n][c] for c in _COLUMNS[:2]), _pass_interval(evaluations[n])]
+      + [evaluations[n][c] for c in _COLUMNS[2:]]
+      for n in ROWS
+      if n in evaluations
+    ],
   )
   last = next((n for n in ("after_grpo", "after_sft", "before_sft") if n in evaluations), None)
   transcript = example_transcript(wd, last) if last else None

@@ -104,3 +104,13 @@ def test_compiled_services_are_composed_into_tasks_the_oracle_solves(tmp_path):
   for part in ("train", "eval"):
     summary = json.loads((tmp_path / "trajectories" / part / "summary.json").read_text())
     assert summary["rejected"] == 0 and summary["success_rate"] == 1.0, summary
+
+
+def test_wilson_interval_golden_values():
+  from rl.report import wilson_interval
+
+  low, high = wilson_interval(0.0, 45)
+  assert low == 0.0 and abs(high - 0.0787) < 1e-3
+  low, high = wilson_interval(0.5, 40)
+  assert abs(low - 0.3520) < 1e-3 and abs(high - 0.6480) < 1e-3
+  assert wilson_interval(1.0, 10)[1] == 1.0 and wilson_interval(0.3, 0) == (0.0, 1.0)

@@ -529,3 +529,30 @@ def test_an_attention_only_model_saves_and_restores(tmp_path):
 def test_sft_variants_build_their_model_config(variant):
   cfg = sft.model_config(get_config(variant), 4000)
   assert cfg.vocab_size == 4096
+
+
+@pytest.mark.slow  # generates tasks, trains a tokenizer, two compiled steps
+def test_the_cpu_regime_runs_at_test_size(tmp_path):
+  # configs/sft.py:cpu as it is, shrunk: K = 1 tasks played by an oracle without discovery, the
+  # brief system turn, an attention-only model that checkpoints and resumes.
+  from rl.policy import load_policy_parts
+
+  config = get_config("cpu")
+  config.generate.num_tasks = 6
+  config.tokenizer.vocab_size = 1024
+  config.data.seq_len = 1024
+  config.data.batch_size = 2
+  config.data.eval_fraction = 0.34
+  config.max_steps = 2
+  config.eval_every = 2
+  config.checkpoint.every = 1
+  summary = sft.train(config, tmp_path)
+  assert summary["steps"] == 2 and summary["tokens_seen"] > 0
+  assert 0 < summary["loss_tokens_seen"] < summary["tokens_seen"]
+  first = json.loads((tmp_path / "data" / "sft.jsonl").read_text().splitlines()[0])
+  names = {c["function"]["name"] for m in first["messages"] for c in m.get("tool_calls") or []}
+  assert names == {"call_tool"}
+  _, tokenizer, _ = load_policy_parts(summary["policy"])
+  assert tokenizer.chat_system == "brief"
+  config.max_steps = 3
+  assert sft.train(config, tmp_path)["start_step"] == 2  # resumed from the checkpoint
