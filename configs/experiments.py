@@ -1,7 +1,8 @@
 """The paper's experiments: ``configs/experiments.py:env_scaling``, ``:single_vs_composed`` and
 ``:reweighting``; ``:<name>_test`` runs each in a few minutes (the scripts' end-to-end check).
 
-Defaults are what 2 CPU cores finish in about an hour per seed; on an accelerator scale them up by
+Defaults were sized for about an hour per seed on 2 CPU cores with the old tiny recipe; with the
+CPU learning regime (configs/sft.py:cpu, 4K rows) they have not been timed yet; on an accelerator scale them up by
 flag, e.g. ``--config.sizes=100,500,1000,3000 --config.tasks.num_tasks=8000`` (the paper's sizes)
 with ``--config.sft.model.name=small --config.sft.data.seq_len=4096`` and so on for the recipe.
 """
@@ -22,12 +23,19 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.experiment = name
   c.tasks = base.tasks  # generation: K, walk lengths, distractors (num_tasks per arm and seed)
-  c.split = base.split  # held-out service sets
+  c.split = base.split
+  c.split.mode = "composition"  # held-out service sets (every arm's tasks have K >= 2)
   c.trajectories = base.trajectories  # the oracle's discovery calls, as the recipe's
   c.eval = base.eval  # the checkpoint agent on the held-out tasks
   c.eval.max_tasks = 16  # held-out tasks evaluated (the first of the split)
   c.sft = base.sft  # the recipe, the same for every arm (configs/sft.py:tiny)
 
+  if not test:
+    # The CPU regime's recipe (configs/sft.py:cpu) on composed tasks, whose oracle trajectories
+    # run to 3-5K tokens without discovery: 4K rows and contexts.
+    c.sft.data.seq_len = 4096
+    c.sft.data.batch_size = 4
+    c.eval.max_context = 4096
   if name == "env_scaling":
     # Each trajectory from a distinct composition: K = 3 gives ~155 distinct service sets in 200
     # tasks (K = 2 saturates near 80), enough for the largest size after the held-out split.
@@ -51,7 +59,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.split.eval_fraction = 0.1
   else:
     c.rewards = ("completion_focused", "uniform", "binary")  # rl.rewards names, one arm each
-    c.grpo = base.grpo  # configs/grpo.py:tiny; init is each seed's SFT policy
+    c.grpo = base.grpo  # configs/grpo.py:cpu (tiny when _test); init is each seed's SFT policy
+    c.tasks.num_services = 2  # held-out service sets need K >= 2
+    c.tasks.min_walk = c.tasks.max_walk = 3
+    if not test:
+      c.grpo.rollout.max_total_tokens = 4096
     c.grpo.num_steps = 20  # GRPO steps per arm
     c.eval_every = 5  # GRPO steps between held-out evaluations (rollout engine, greedy)
 
