@@ -98,6 +98,11 @@ def one_per_composition(tasks: Sequence[Task]) -> list[Task]:
   return list(seen.values())
 
 
+def oracle_kwargs(config: ml_collections.ConfigDict) -> dict[str, Any]:
+  """The oracle's settings in ``config.trajectories`` (its discovery calls), as the recipe's."""
+  return {"discovery": config.get("trajectories", {}).get("discovery", "full")}
+
+
 def save_split(
   tasks: list[Task], eval_fraction: float, seed: int, workdir: Path, mode: str = "composition"
 ) -> dict:
@@ -278,7 +283,7 @@ def run(
         summary = collect_trajectories(
           load_tasks(tasks_file),
           paths[part],
-          agent_kwargs={"discovery": config.trajectories.get("discovery", "full")},
+          agent_kwargs=oracle_kwargs(config),
           max_turns=config.trajectories.max_turns,
         )
         _write_json(paths[part] / "summary.json", summary)

@@ -29,6 +29,7 @@ from rl.pipeline import (
   evaluate_policy,
   make_tasks,
   one_per_composition,
+  oracle_kwargs,
   run_sft,
   save_split,
 )
@@ -44,11 +45,6 @@ METRICS = {
   # history (rl.sft.turn_matches): moves before whole episodes pass.
   "eval_turn_match": "held-out turns reproduced",
 }
-
-
-def oracle_kwargs(config: ml_collections.ConfigDict) -> dict[str, Any]:
-  """The oracle's settings in ``config.trajectories`` (its discovery calls), as the recipe's."""
-  return {"discovery": config.get("trajectories", {}).get("discovery", "full")}
 
 
 def prepare(
