@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import threading
 from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -114,6 +115,7 @@ class Revisit:
 class FacetRegistry:
   def __init__(self, providers: tuple[str, ...] = ("envs.facets",)) -> None:
     self._providers, self._loaded = providers, False
+    self._lock = threading.RLock()
     self._memo: dict[tuple, set[str]] = {}  # walk sampling asks the same questions often
     self.sources: dict[tuple[str, str], list[Source]] = defaultdict(list)
     self.lookups: dict[tuple[str, str], list[Lookup]] = defaultdict(list)
@@ -161,10 +163,11 @@ class FacetRegistry:
 
   def load(self) -> FacetRegistry:
     """Imports the provider packages (once), which register their facets."""
-    if not self._loaded:
-      self._loaded = True
-      for module in self._providers:
-        importlib.import_module(module)
+    with self._lock:  # threads wait for the first loader instead of seeing half the facets
+      if not self._loaded:
+        for module in self._providers:
+          importlib.import_module(module)
+        self._loaded = True
     return self
 
   def services(self) -> set[str]:

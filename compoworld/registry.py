@@ -8,6 +8,7 @@ library without ``compoworld`` depending on it at import time.
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Iterable
 
 from compoworld.service import Service
@@ -23,6 +24,9 @@ class Registry:
     self._providers = list(providers)
     self._loaded = False
     self._services: dict[str, type[Service]] = {}
+    # Threads that play episodes at once may all reach the first lookup: the first loads the
+    # providers, the others wait for it (they used to see an empty, half-loaded registry).
+    self._lock = threading.RLock()
 
   def register(self, cls: type[Service]) -> type[Service]:
     """Class decorator: adds a service class under its ``name``."""
@@ -39,10 +43,14 @@ class Registry:
     self._loaded = False
 
   def _load(self) -> None:
-    if not self._loaded:
-      self._loaded = True
+    if self._loaded:
+      return
+    with self._lock:
+      if self._loaded:  # loaded by another thread while this one waited
+        return
       for module in self._providers:
         importlib.import_module(module)
+      self._loaded = True
 
   def names(self) -> list[str]:
     self._load()

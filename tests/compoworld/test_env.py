@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import re
+import sys
+import time
 from typing import Any
 
 import jsonschema
@@ -551,6 +554,23 @@ def test_a_private_registry():
   reg.add_provider("tests.compoworld.no_such_provider")
   with pytest.raises(ModuleNotFoundError, match="no_such_provider"):
     reg.names()  # providers are imported lazily, on the next lookup
+
+
+def test_registry_loads_once_for_threads_that_ask_at_once(monkeypatch):
+  # Episodes played on threads all reach the first lookup together: none may see the
+  # registry before its providers have finished registering.
+  registry_module = sys.modules["compoworld.registry"]  # the package's `registry` is the object
+  reg, imports = Registry(providers=("slow_provider",)), []
+
+  def slow_import(module):
+    imports.append(module)
+    time.sleep(0.2)
+    reg.register(ToyNotesService)
+
+  monkeypatch.setattr(registry_module.importlib, "import_module", slow_import)
+  with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    found = list(pool.map(lambda _: reg.get("toy_notes"), range(4)))
+  assert found == [ToyNotesService] * 4 and imports == ["slow_provider"]
 
 
 def test_from_services_builds_a_seeded_env():
