@@ -1,0 +1,77 @@
+"""rl.diagnose on a scripted model whose argmax is exactly the reference, then one token off."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from rl.chat import assistant_body
+from rl.diagnose import diagnose
+
+
+class Scripted(nnx.Module):
+  """Logits whose argmax at position t is ``script[t]``, whatever the input."""
+
+  def __init__(self, script: np.ndarray, vocab: int):
+    self.script = nnx.Variable(jnp.asarray(script, jnp.int32))
+    self.vocab = vocab
+
+  def __call__(self, tokens_bt):
+    t = tokens_bt.shape[1]
+    script = jnp.pad(self.script[...], (0, max(0, t - self.script[...].shape[0])))[:t]
+    return jax.nn.one_hot(script, self.vocab)[None]
+
+
+def _record(messages):
+  return {"messages": messages}
+
+
+def _prefix(messages, calls=6):
+  """The conversation up to the reply to its ``calls``-th call: short enough for one row."""
+  seen = 0
+  for i, m in enumerate(messages):
+    seen += m["role"] == "tool"
+    if seen == calls:
+      return messages[: i + 1]
+  return messages
+
+
+def test_a_model_that_reproduces_the_reference_matches_every_part(renderer, oracle_messages):
+  messages = _prefix(oracle_messages[0])
+  ids = renderer.render(messages).ids
+  model = Scripted(np.append(ids[1:], 0), renderer.tokenizer.vocab_size)
+  out = diagnose(model, renderer, [_record(messages)], max_len=4096 * 4)
+  calls = sum(1 for m in messages if m["role"] == "assistant" and m.get("tool_calls"))
+  assert out["calls"] == out["turns"] == calls == 6
+  assert out["turn_match"] == out["sentence_match"] == out["arguments_match"] == 1.0
+  assert out["header_match"] == 1.0 and out["final_turns"] == 0
+  assert all(v["share"] == 1.0 for v in out["values"].values()) and not out["missed_copies"]
+
+
+def test_one_wrong_token_inside_a_copied_value_fails_only_that_value(renderer, oracle_messages):
+  messages = _prefix(oracle_messages[0])
+  ids = renderer.render(messages).ids
+  text = renderer.decode(ids)
+  # The last call's first copied id ("..._id": "xyz_..."): break the token that ends it.
+  last = max(i for i, m in enumerate(messages) if m["role"] == "assistant" and m.get("tool_calls"))
+  body = assistant_body(messages[last])
+  value = next(v for k, v in _inner(messages[last]).items() if isinstance(v, str) and v in text)
+  at = text.rindex(body) + body.index(f'"{value}"') + len(value)  # the value's last character
+  offsets = np.cumsum([len(renderer.decode([i])) for i in ids])
+  k = int(np.searchsorted(offsets, at))  # the token that holds it
+  script = np.append(ids[1:], 0)
+  script[k - 1] = (script[k - 1] + 1) % renderer.tokenizer.vocab_size
+  out = diagnose(Scripted(script, renderer.tokenizer.vocab_size), renderer, [_record(messages)],
+                 max_len=4096 * 4)  # fmt: skip
+  assert out["turns"] - round(out["turn_match"] * out["turns"]) == 1  # that turn alone
+  assert out["arguments_match"] == (out["calls"] - 1) / out["calls"]
+  assert out["sentence_match"] == out["header_match"] == 1.0
+  misses = sum(v["total"] - v["reproduced"] for v in out["values"].values())
+  assert misses == 1 and out["missed_copies"][0]["value"] == f'"{value}"'
+
+
+def _inner(message):
+  import json
+
+  args = json.loads(message["tool_calls"][0]["function"]["arguments"])
+  return args["arguments"]
