@@ -12,9 +12,16 @@ per connection there), and over HTTP a session is an ``Mcp-Session-Id``. Protoco
 has no sessions, so over HTTP ``server/discover`` advertises the handshake versions only and
 clients open a session instead (go-sdk's stateful servers do the same).
 
+Over HTTP at most ``max_sessions`` sessions are open at once: the SDK answers a request that
+would open another with HTTP 503 and a JSON-RPC error ("Too many open sessions"), and a session
+idle for ``session_idle_timeout`` ends, which makes room again.
+
 Resources: ``compoworld://task`` (id and instruction), ``compoworld://verification`` (the rubric
-result v for this session's state) and ``compoworld://verification?answer=...`` (the same with
-the agent's final answer). The prompt ``task`` is the instruction as a user message.
+result v for this session's state), ``compoworld://verification?answer=...`` (the same with the
+agent's final answer) and ``compoworld://tools/{service}/{tool}`` (what the meta-tool
+``describe_tool`` returns). The prompt ``task`` is the instruction as a user message.
+``completion/complete`` suggests service and tool names for the tool template's arguments, the
+``service`` and ``tool`` the meta-tools take.
 """
 
 from __future__ import annotations
@@ -50,6 +57,11 @@ from compoworld.tasks import Task, load_tasks
 
 TASK_URI = "compoworld://task"
 VERIFY_URI = "compoworld://verification"
+VERIFY_TEMPLATE = VERIFY_URI + "{?answer}"
+_TOOLS_URI = "compoworld://tools/"
+TOOL_TEMPLATE = _TOOLS_URI + "{service}/{tool}"
+DEFAULT_MAX_SESSIONS = 256
+_MAX_COMPLETIONS = 100  # the most values one completion result may carry (MCP spec)
 _JSON = "application/json"
 
 # The meta-tools: three reads, and call_tool, which may run any tool, destructive ones included.
@@ -159,9 +171,10 @@ class EnvServer:
     task: Task,
     meta_tools: bool = False,
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
   ):
     self.task, self.meta_tools = task, meta_tools
-    self.session_idle_timeout = session_idle_timeout
+    self.session_idle_timeout, self.max_sessions = session_idle_timeout, max_sessions
     self.s0 = task.make_env()
     self.tools = mcp_tools(self.s0, meta_tools)
     self._tool_names = {t.name for t in self.tools}
@@ -185,6 +198,7 @@ class EnvServer:
       on_read_resource=self._read_resource,
       on_list_prompts=self._list_prompts,
       on_get_prompt=self._get_prompt,
+      on_completion=self._complete,
     )
     entry = self.server.get_request_handler("server/discover")
     assert entry is not None
@@ -303,10 +317,16 @@ class EnvServer:
       resource_templates=[
         types.ResourceTemplate(
           name="verification_with_answer",
-          uri_template=VERIFY_URI + "{?answer}",
+          uri_template=VERIFY_TEMPLATE,
           description="The rubric result for this session's state and the agent's final answer.",
           mime_type=_JSON,
-        )
+        ),
+        types.ResourceTemplate(
+          name="tool",
+          uri_template=TOOL_TEMPLATE,
+          description="A tool's description and input JSON Schema, as describe_tool gives them.",
+          mime_type=_JSON,
+        ),
       ]
     )
 
@@ -318,8 +338,17 @@ class EnvServer:
       data: dict[str, Any] = {"id": self.task.id, "instruction": self.task.instruction}
     elif uri.split("?", 1)[0] == VERIFY_URI:
       data = self._verification(self._session(ctx), _answer_of(uri))
+    elif uri.startswith(_TOOLS_URI):
+      service, _, tool = uri.removeprefix(_TOOLS_URI).partition("/")
+      out = self.s0.describe_tool(service, tool)  # a schema does not depend on the state
+      if not out["ok"]:
+        raise MCPError(INVALID_PARAMS, f"no resource {uri!r}: {out['error']['message']}")
+      data = out["data"]
     else:
-      raise MCPError(INVALID_PARAMS, f"no resource {uri!r}; resources: {TASK_URI}, {VERIFY_URI}")
+      raise MCPError(
+        INVALID_PARAMS,
+        f"no resource {uri!r}; resources: {TASK_URI}, {VERIFY_TEMPLATE}, {TOOL_TEMPLATE}",
+      )
     return types.ReadResourceResult(
       contents=[types.TextResourceContents(uri=uri, mime_type=_JSON, text=json.dumps(data))]
     )
@@ -353,6 +382,50 @@ class EnvServer:
       messages=[types.PromptMessage(role="user", content=text)],
     )
 
+  # --- completions ---------------------------------------------------------------------------
+
+  async def _complete(
+    self, ctx: ServerRequestContext[_Sessions, Any], params: types.CompleteRequestParams
+  ) -> types.CompleteResult:
+    """The values of one argument of a prompt or resource template that start with what the
+    client has typed. An unknown prompt, template or argument is invalid params (MCP spec)."""
+    ref, argument = params.ref, params.argument
+    if isinstance(ref, types.PromptReference):
+      if ref.name != "task":
+        raise MCPError(INVALID_PARAMS, f"no prompt {ref.name!r}; prompts: task")
+      what, choices = "the prompt 'task'", {}
+    elif ref.uri == TOOL_TEMPLATE:
+      given = params.context.arguments if params.context and params.context.arguments else {}
+      what = "the resource template " + TOOL_TEMPLATE
+      choices = {"service": sorted(self.s0.services), "tool": self._tool_choices(given)}
+    elif ref.uri == VERIFY_TEMPLATE:
+      what, choices = "the resource template " + VERIFY_TEMPLATE, {"answer": []}  # free text
+    else:
+      raise MCPError(
+        INVALID_PARAMS,
+        f"no resource template {ref.uri!r}; templates: {VERIFY_TEMPLATE}, {TOOL_TEMPLATE}",
+      )
+    if argument.name not in choices:
+      names = ", ".join(choices) or "none"
+      raise MCPError(
+        INVALID_PARAMS, f"{what} has no argument {argument.name!r}; its arguments: {names}"
+      )
+    values = [v for v in choices[argument.name] if v.startswith(argument.value)]
+    return types.CompleteResult(
+      completion=types.Completion(
+        values=values[:_MAX_COMPLETIONS],
+        total=len(values),
+        has_more=len(values) > _MAX_COMPLETIONS,
+      )
+    )
+
+  def _tool_choices(self, given: dict[str, str]) -> list[str]:
+    """The tool names of the service already chosen, or of every service when none is."""
+    if "service" not in given:
+      return sorted({tool for svc in self.s0.services.values() for tool in svc.tools})
+    service = self.s0.services.get(given["service"])
+    return [] if service is None else sorted(service.tools)
+
   # --- transports ----------------------------------------------------------------------------
 
   async def serve_stdio(self) -> None:
@@ -376,6 +449,7 @@ class EnvServer:
       auth=auth,
       token_verifier=verifier,
       session_idle_timeout=self.session_idle_timeout,
+      max_sessions=self.max_sessions,
     )
 
   async def serve_http(
@@ -442,14 +516,15 @@ def serve(
   host: str = "127.0.0.1",
   port: int = 8000,
   token: str | None = None,
+  max_sessions: int = DEFAULT_MAX_SESSIONS,
 ) -> dict[str, Any]:
   """Serves ``task`` until the client leaves (stdio) or Ctrl-C (SIGINT, http); returns the
-  summary."""
+  summary. ``max_sessions`` bounds the sessions open at once over HTTP."""
   if transport not in ("stdio", "http"):
     raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
   if transport == "stdio" and token is not None:
     raise ValueError("a bearer token applies to --transport=http only")
-  env_server = EnvServer(task, meta_tools=meta_tools)
+  env_server = EnvServer(task, meta_tools=meta_tools, max_sessions=max_sessions)
   t0 = time.perf_counter()
   if transport == "stdio":
     anyio.run(env_server.serve_stdio)

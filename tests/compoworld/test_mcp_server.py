@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import httpx2
 import mcp
+import mcp_types
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -23,7 +24,13 @@ from compoworld.env import META_TOOLS
 from compoworld.episode import run_episode
 from compoworld.generate import generate_tasks
 from compoworld.mcp_export import tool_annotations
-from compoworld.mcp_server import VERIFY_URI, EnvServer, load_task
+from compoworld.mcp_server import (
+  TOOL_TEMPLATE,
+  VERIFY_TEMPLATE,
+  VERIFY_URI,
+  EnvServer,
+  load_task,
+)
 from compoworld.registry import registry
 from compoworld.tasks import save_tasks
 from envs.scenarios import community_meetup
@@ -278,6 +285,54 @@ def test_task_resource_and_prompt_and_unknown_resource(meetup):
   assert err.code == INVALID_PARAMS
 
 
+def test_tool_resource_is_describe_tool_and_completion_suggests_its_names(meetup):
+  server = EnvServer(meetup, meta_tools=True)
+  tool_ref = mcp_types.ResourceTemplateReference(type="ref/resource", uri=TOOL_TEMPLATE)
+
+  async def main():
+    async with mcp.Client(server.server) as client:
+      capable = client.session.server_capabilities.completions is not None
+      read = await client.read_resource("compoworld://tools/calendar/get_event")
+      values = [
+        (await client.complete(ref, {"name": name, "value": typed}, given)).completion.values
+        for ref, name, typed, given in [
+          (tool_ref, "service", "c", None),
+          (tool_ref, "tool", "get_", {"service": "calendar"}),
+          (tool_ref, "tool", "get_e", None),  # no service chosen yet: every service's tools
+          (tool_ref, "tool", "", {"service": "nope"}),
+          (mcp_types.ResourceTemplateReference(type="ref/resource", uri=VERIFY_TEMPLATE),
+           "answer", "", None),
+        ]
+      ]  # fmt: skip
+      errors = []
+      for ref, name in [
+        (mcp_types.PromptReference(type="ref/prompt", name="test_prompt_with_arguments"), "arg1"),
+        (mcp_types.PromptReference(type="ref/prompt", name="task"), "arg1"),  # takes none
+        (mcp_types.ResourceTemplateReference(type="ref/resource", uri="test://{id}"), "id"),
+        (tool_ref, "arguments"),
+      ]:
+        with pytest.raises(MCPError) as err:
+          await client.complete(ref, {"name": name, "value": ""})
+        errors.append(err.value)
+      return capable, json.loads(read.contents[0].text), values, errors
+
+  capable, described, values, errors = run(main)
+  assert capable
+  assert described == server.s0.describe_tool("calendar", "get_event")["data"]
+  calendar = registry.get("calendar").tools
+  every = {t for name in server.s0.services for t in registry.get(name).tools}
+  assert values == [
+    ["calendar", "chat"],
+    sorted(t for t in calendar if t.startswith("get_")),
+    sorted(t for t in every if t.startswith("get_e")),
+    [],
+    [],
+  ]
+  assert values[1] and values[2]  # the prefixes match something
+  assert [e.code for e in errors] == [INVALID_PARAMS] * 4
+  assert "its arguments: service, tool" in str(errors[3])
+
+
 # --- load_task -------------------------------------------------------------------------------
 
 
@@ -389,6 +444,39 @@ def test_http_with_token_refuses_requests_without_it(meetup):
   assert none.headers["www-authenticate"].startswith("Bearer")
   assert len(tools) == len(server.tools)
   assert result.is_error is True and result.structured_content["status"] == 404
+
+
+def test_http_answers_503_to_one_session_beyond_max_sessions(meetup):
+  server = EnvServer(meetup, max_sessions=2)
+  initialize = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+      "protocolVersion": "2025-11-25",
+      "capabilities": {},
+      "clientInfo": {"name": "one-too-many", "version": "0"},
+    },
+  }
+  headers = {"Accept": "application/json, text/event-stream"}
+
+  async def body(url):
+    async with httpx2.AsyncClient() as http:
+      async with mcp.Client(url) as a, mcp.Client(url) as b:
+        refused = await http.post(url, json=initialize, headers=headers)
+        still = await a.call_tool("calendar__get_event", {"event_id": "evt_missing"})
+        await b.list_tools()
+      async with mcp.Client(url) as c:  # a and b ended their sessions (DELETE): room again
+        again = await c.list_tools()
+    return refused, still, again
+
+  refused, still, again = run(_with_http_server, server, None, body)
+  assert refused.status_code == 503
+  error = refused.json()
+  assert error["jsonrpc"] == "2.0" and error["id"] is None
+  assert error["error"]["message"] == "Too many open sessions"
+  assert still.structured_content["status"] == 404  # the open sessions keep working
+  assert len(again.tools) == len(server.tools)
 
 
 def test_http_refuses_non_loopback_without_token(meetup):
