@@ -250,7 +250,7 @@ def load_compiled_library(
     synthesis = entry.get("synthesis") or {}
     if synthesis.get("accepted"):
       if spec.name not in reg:
-        from compoworld.synthesis import load_synthesized  # accepted by the sandbox: importable
+        from compoworld.synthesis import load_synthesized  # runs it in the sandbox
 
         load_synthesized(synthesis["module_path"], reg, world_model)
         fresh.append(spec.name)

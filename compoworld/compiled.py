@@ -21,7 +21,6 @@ from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 from compoworld.envelope import Conflict, NotFound
-from compoworld.jsonschema_args import arguments_of
 from compoworld.query import text_matches
 from compoworld.schema_values import example
 from compoworld.service import Service
@@ -171,10 +170,9 @@ def _stamps(plan: EntityPlan, state: ServiceState, created: bool) -> dict[str, A
 # --- the transitions -----------------------------------------------------------------------
 
 
-def run_tool(svc: CompiledService, tool: McpTool, values: dict[str, Any], names: dict[str, str]):
+def run_tool(svc: CompiledService, tool: McpTool, args: dict[str, Any]):
   """Carries out one validated call of ``tool`` on ``svc.state`` (the runtime's working fork)."""
   plan = svc.plans[tool.name]
-  args = arguments_of(values, names)
   if plan.kind == "simulate":
     return simulate(svc, tool, args)
   if plan.kind == "compute":

@@ -28,7 +28,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, create_model
 
 from compoworld.compiled import CompiledService, EntityPlan, ToolPlan, freeze, run_tool
-from compoworld.jsonschema_args import args_model
+from compoworld.jsonschema_args import schema_tool
 from compoworld.naming import (
   Arg,
   Role,
@@ -45,7 +45,6 @@ from compoworld.naming import (
 from compoworld.ports import PORTS
 from compoworld.specs import McpTool, ServiceSpec
 from compoworld.state import Record, ServiceState, Table
-from compoworld.tools import ToolSpec
 
 #: Version of the compiled semantics; a library built by another version is rebuilt.
 COMPILER_VERSION = "compiler-1"
@@ -315,27 +314,10 @@ def _record_type(service: str, plan: EntityPlan) -> type[Record]:
   return create_model(cls_name, __base__=Record, **fields)
 
 
-def _tool_spec(service: str, tool: McpTool, plan: ToolPlan, role: Role, mutates: bool, ports):
-  model, names = args_model(f"{service}_{tool.name}_args", tool.input_schema)
-
-  def method(self, **values: Any) -> Any:
-    return run_tool(self, tool, values, names)
-
-  method.__name__ = re.sub(r"\W", "_", tool.name)
-  description = (
-    tool.description.strip() or f"{role.kind.capitalize()} {role.entity.replace('_', ' ')}."
-  )
-  produces, consumes = ports
-  return ToolSpec(
-    name=tool.name,
-    description=description,
-    summary=description.split("\n\n")[0].replace("\n", " ")[:300],
-    input_schema=tool.input_schema,
-    mutates=mutates,
-    args_model=model,
-    method=method,
-    produces=produces,
-    consumes=consumes,
+def _tool_spec(service: str, tool: McpTool, role: Role, mutates: bool, ports):
+  fallback = f"{role.kind.capitalize()} {role.entity.replace('_', ' ')}."
+  return schema_tool(
+    service, tool, lambda svc, args: run_tool(svc, tool, args), mutates, ports, fallback
   )
 
 
@@ -379,7 +361,7 @@ def compile_service(
       () if mutates else _ports(read_pairs, plan.entity),
       _ports(arg_pairs, plan.entity) if mutates else (),
     )
-    tools[tool.name] = _tool_spec(spec.name, tool, plan, role, mutates, ports)
+    tools[tool.name] = _tool_spec(spec.name, tool, role, mutates, ports)
   cls = type(
     class_name,
     (CompiledService,),

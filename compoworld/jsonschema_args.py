@@ -9,10 +9,15 @@ be present, unknown ones are refused, and nested values follow draft-07 to the l
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import jsonschema
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
+
+from compoworld.specs import McpTool
+from compoworld.tools import ToolSpec
 
 #: Keywords that constrain the arguments object as a whole, beyond each property on its own.
 _WHOLE_OBJECT = (
@@ -85,3 +90,35 @@ def args_model(model_name: str, schema: dict[str, Any]) -> tuple[type[BaseModel]
 def arguments_of(values: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
   """The call's arguments under their property names, without the left-out ones."""
   return {names[k]: v for k, v in values.items() if v is not ABSENT}
+
+
+def schema_tool(
+  service: str,
+  tool: McpTool,
+  act: Callable[[Any, dict[str, Any]], Any],
+  mutates: bool,
+  ports: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
+  description: str = "",
+) -> ToolSpec:
+  """The ToolSpec of a tool its JSON Schema declares: calls are checked against the schema, and
+  ``act(service, arguments)`` does the work with the arguments under their property names.
+  ``description`` stands in when the spec's is empty."""
+  model, names = args_model(f"{service}_{tool.name}_args", tool.input_schema)
+
+  def method(self, **values: Any) -> Any:
+    return act(self, arguments_of(values, names))
+
+  method.__name__ = re.sub(r"\W", "_", tool.name)
+  description = tool.description.strip() or description
+  produces, consumes = ports
+  return ToolSpec(
+    name=tool.name,
+    description=description,
+    summary=description.split("\n\n")[0].replace("\n", " ")[:300],
+    input_schema=tool.input_schema,
+    mutates=mutates,
+    args_model=model,
+    method=method,
+    produces=tuple(produces),
+    consumes=tuple(consumes),
+  )

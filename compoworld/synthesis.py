@@ -1,35 +1,35 @@
 """The LLM synthesis path: a model writes a service module and its tests; a sandbox judges it.
 
 ``Synthesizer.synthesize(spec)`` prompts an OpenAI-compatible model (through
-``compoworld.llm.make_client``) to implement ``spec`` against the project's service API, then runs
-the module, the module's own tests and the independent adversarial suite in a child process with
-a timeout, a memory limit and no network (``compoworld.sandbox_runner``). Problems go back to the
-model for a bounded number of revisions. The verdict: the module is accepted (saved under the
-library, with the tools that failed the suite quarantined) or all its tools are quarantined.
-Generated code is imported into this process only by ``load_synthesized``, and only once
-accepted.
+``compoworld.llm.make_client``) to implement ``spec`` against the project's service API, then
+judges it with ``run_sandboxed``: the module runs only inside the bubblewrap sandbox
+(``compoworld.sandbox``), while this process drives its own tests and the independent adversarial
+suite through a checked channel and writes the verdict. Problems go back to the model for a
+bounded number of revisions. The verdict: the module is accepted (saved under the library, with
+the tools that failed the suite quarantined) or all its tools are quarantined. Generated code
+never runs in this process: ``load_synthesized`` registers a proxy whose tools run in the
+sandbox. Where the sandbox cannot be set up, synthesis refuses (``SandboxUnavailable``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
+import hashlib
 import json
 import re
-import subprocess
-import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from compoworld.domains import DOMAINS
 from compoworld.registry import Registry, registry
+from compoworld.sandbox import Limits, SandboxError, ensure_available
+from compoworld.sandboxed import ModuleHost, proxy_class
 from compoworld.service import Service
 from compoworld.specs import ServiceSpec
-from compoworld.world_model import simulate
+from compoworld.validator import validate
 
-_REPO = Path(__file__).resolve().parent.parent
-_RUNNER = Path(__file__).resolve().parent / "sandbox_runner.py"
 _FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
 
 _API = '''from compoworld import Service, ServiceState, Table, Record, tool, NotFound, InvalidArgument, Conflict
@@ -128,44 +128,71 @@ def run_sandboxed(
   timeout: float = 60.0,
   memory_mb: int = 1024,
 ) -> dict[str, Any]:
-  """Runs a generated module in the sandbox; returns its report (see ``sandbox_runner``)."""
+  """Judges a generated module; returns the report this process builds from what it saw.
+
+  The module runs only in the sandbox (``compoworld.sandboxed.ModuleHost``), which loads it,
+  runs its own tests and answers the calls of the adversarial suite; the suite, the checks of
+  every answer and the verdict are this process's. Any broken rule of the channel, an early exit,
+  or ``timeout`` seconds spent in all is a rejection with the reason. Raises
+  ``SandboxUnavailable`` (why, and how to fix it) where the sandbox cannot run.
+  """
+  ensure_available()
+  report: dict[str, Any] = {"ok": False, "error": "", "tools": {}, "tests": {}}
   with tempfile.TemporaryDirectory(prefix="synth_") as tmp:
     work = Path(tmp)
     (work / "service.py").write_text(module, encoding="utf-8")
     if tests:
       (work / "tests.py").write_text(tests, encoding="utf-8")
-    (work / "spec.json").write_text(spec.model_dump_json(), encoding="utf-8")
-    cmd = [
-      sys.executable,
-      "-I",
-      str(_RUNNER),
-      str(work),
-      str(_REPO),
-      str(memory_mb),
-      str(int(timeout) + 1),
-    ]
+    limits = Limits(memory_mb=memory_mb, cpu_seconds=int(timeout) + 1)
+    host = ModuleHost(
+      spec.name,
+      work / "service.py",
+      work / "tests.py" if tests else None,
+      limits,
+      restart=False,
+      timeout=timeout,
+      deadline=time.monotonic() + timeout,
+    )
     try:
-      proc = subprocess.run(
-        cmd,
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={"PATH": "/usr/bin:/bin"},
-      )
-    except subprocess.TimeoutExpired:
-      return {"ok": False, "error": f"timed out after {timeout:g} s", "tools": {}, "tests": {}}
-  lines = proc.stdout.strip().splitlines()
+      _judge(spec, host, report)
+    except SandboxError as err:
+      report.update(ok=False, error=str(err))
+    finally:
+      host.close()
+  return report
+
+
+def _judge(spec: ServiceSpec, host: ModuleHost, report: dict[str, Any]) -> None:
+  described = host.describe()
+  implemented = {t["name"] for t in described["tools"]}
+  report["tools"] = {
+    t.name: "not implemented by the module" for t in spec.tools if t.name not in implemented
+  }
+  report["tests"] = {name: host.test(name) for name in described["tests"]}
+  failed_tests = [n for n, r in report["tests"].items() if r != "passed"]
+  if failed_tests:
+    report["error"] = f"its own tests fail: {', '.join(failed_tests)}"
+    return
+  present = [t for t in spec.tools if t.name in implemented]
   try:
-    return json.loads(lines[-1])
-  except (IndexError, json.JSONDecodeError):
-    tail = (proc.stderr or proc.stdout)[-400:].strip()
-    return {
-      "ok": False,
-      "error": f"the sandbox died (exit {proc.returncode}): {tail}",
-      "tools": {},
-      "tests": {},
-    }
+    failures = validate(proxy_class(host, spec), present)
+  except SandboxError:
+    raise
+  except Exception as err:
+    report["error"] = f"the adversarial suite could not run: {type(err).__name__}: {err}"
+    return
+  if host.sandbox.failure is not None:  # a call broke the channel: the suite saw a 500 there
+    raise SandboxError(host.sandbox.failure)
+  for name, failure in failures.items():
+    report["tools"][name] = failure.reason()[:500]
+  # A service is there to hold state: unless one of its writes passes (any tool, for a read-only
+  # spec), the world model serves it as well, and a module that fakes its answers is out.
+  passing = {t.name for t in spec.tools} - set(report["tools"])
+  writes = {t.name for t in spec.tools if t.annotations.get("readOnlyHint") is not True}
+  if not passing or (writes and not passing & writes):
+    report["error"] = f"no {'write' if writes else 'tool'} passes the adversarial suite"
+    return
+  report.update(ok=True, described=described)
 
 
 class Synthesizer:
@@ -204,6 +231,7 @@ class Synthesizer:
     ]
 
   def synthesize(self, spec: ServiceSpec) -> Verdict:
+    ensure_available()  # no model call for code that could not be judged
     messages = self._messages(spec)
     report: dict[str, Any] = {"error": "no attempt", "tools": {}, "tests": {}}
     for attempt in range(1, self.revisions + 2):
@@ -249,7 +277,12 @@ class Synthesizer:
     verdict = Verdict(
       spec.name, True, str(path), dict(report["tools"]), attempts, "", report.get("tests", {})
     )
-    record = {**verdict.to_json(), "spec": spec.model_dump(mode="json")}
+    record = {
+      **verdict.to_json(),
+      "spec": spec.model_dump(mode="json"),
+      "described": report["described"],
+      "module_sha256": _sha256(module.encode()),
+    }
     (self.library_dir / f"{spec.name}.json").write_text(
       json.dumps(record, indent=1), encoding="utf-8"
     )
@@ -259,32 +292,27 @@ class Synthesizer:
 def load_synthesized(
   path: str | Path, reg: Registry = registry, world_model: Any = None
 ) -> type[Service]:
-  """Imports an accepted module (its ``.json`` verdict beside it) and registers its service;
-  quarantined tools are rerouted to the world model."""
+  """Registers the service of an accepted module (its ``.json`` verdict beside it): a proxy
+  whose tools run in the sandbox (``compoworld.sandboxed``); the module is never imported here.
+  Quarantined tools are rerouted to the world model."""
   path = Path(path)
   record = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
   if not record.get("accepted"):
     raise ValueError(f"{path} was not accepted by the sandbox; it is never imported")
+  if "described" not in record:
+    raise ValueError(
+      f"{path} was accepted before generated code ran only in the sandbox; synthesize it again"
+    )
+  if _sha256(path.read_bytes()) != record.get("module_sha256"):
+    raise ValueError(f"{path} changed after the sandbox accepted it; synthesize it again")
+  ensure_available()
   spec = ServiceSpec.model_validate(record["spec"])
-  module_spec = importlib.util.spec_from_file_location(f"compoworld_synthesized.{spec.name}", path)
-  module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
-  cls = next(
-    v
-    for v in vars(module).values()
-    if isinstance(v, type) and issubclass(v, Service) and getattr(v, "name", None) == spec.name
-  )
-  by_name = {t.name: t for t in spec.tools}
-  cls.world_model = world_model
-  for name in record["quarantined"]:
-    if name in cls.tools:
-      cls.tools[name] = dataclasses.replace(cls.tools[name], method=_simulated(by_name[name]))
+  host = ModuleHost(spec.name, path)
+  host.described = record["described"]
+  cls = proxy_class(host, spec, record["quarantined"], world_model)
   reg.register(cls)
   return cls
 
 
-def _simulated(tool):
-  def method(self, **arguments: Any) -> Any:
-    return simulate(self, tool, arguments)
-
-  return method
+def _sha256(data: bytes) -> str:
+  return hashlib.sha256(data).hexdigest()

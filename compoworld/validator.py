@@ -10,6 +10,7 @@ through ``Service.call``. Checks, each on a fresh fork of the seeded state:
   boundary           empty, huge, unicode and injection strings; negative, zero, huge numbers;
                      empty arrays: a 400 when the schema forbids them, never a 500
   unknown_id         an id that does not exist is a 404
+  create_writes      a create that succeeds changes the state
   create_get         a created record reads back with the values it was given
   list_after_create  a list of the entity includes the new record
   update_get         an update reads back
@@ -234,6 +235,8 @@ class Validator:
       return
     svc = self.base.fork()
     out = self.call(svc, create, args)
+    if out["ok"] and svc.state_hash() == self.base.state_hash():
+      raise _Failed(Failure(create, "create_writes", args, "a new record", "the state unchanged"))
     new_id = _find_id(out.get("data"), entity) if out["ok"] else None
     if new_id is None:
       return  # refused by a business rule, or nothing to read back by

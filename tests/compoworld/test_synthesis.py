@@ -14,8 +14,15 @@ from compoworld.build import (
 )
 from compoworld.llm import make_client
 from compoworld.registry import Registry
+from compoworld.sandbox import unavailable_reason
 from compoworld.specs import McpTool, ServiceSpec
 from compoworld.synthesis import Synthesizer, load_synthesized, parse_answer, run_sandboxed
+
+UNAVAILABLE = unavailable_reason()
+#: Tests that run generated code skip, saying why, where the sandbox cannot be set up.
+needs_sandbox = pytest.mark.skipif(
+  UNAVAILABLE is not None, reason=f"the sandbox is unavailable: {UNAVAILABLE}"
+)
 
 GOOD = (Path(__file__).parent / "data" / "synth_notes_answer.md").read_text()
 MODULE, TESTS = parse_answer(GOOD)
@@ -85,6 +92,7 @@ def synthesizer(answers, tmp_path, **kwargs):
   return Synthesizer(client, "recorded", tmp_path / "synth", **kwargs), recorded
 
 
+@needs_sandbox
 def test_a_good_module_is_accepted_saved_and_loadable(tmp_path):
   synth, recorded = synthesizer([GOOD], tmp_path)
   verdict = synth.synthesize(SPEC)
@@ -100,24 +108,26 @@ def test_a_good_module_is_accepted_saved_and_loadable(tmp_path):
   assert cls.__module__ == "compoworld_synthesized.memos"
 
 
+@needs_sandbox
 def test_sandbox_errors_go_back_to_the_model_for_a_revision(tmp_path):
-  hostile = "```python\nimport socket\nsocket.create_connection(('example.com', 80))\n```"
+  hostile = "```python\nimport socket\nsocket.create_connection(('127.0.0.1', 80))\n```"
   synth, recorded = synthesizer([hostile, GOOD], tmp_path)
   verdict = synth.synthesize(SPEC)
   assert verdict.accepted and verdict.attempts == 2
   feedback = recorded.requests[1]["messages"][-1]["content"]
-  assert "network access is disabled in the synthesis sandbox" in feedback
+  assert "import failed: PermissionError: [Errno 1] Operation not permitted" in feedback
 
 
+@needs_sandbox
 @pytest.mark.parametrize(
   ("module", "timeout", "error"),
   [
     ("while True:\n  pass\n", 3, "timed out after 3 s"),
     ("x = bytearray(8 * 1024 ** 3)\n", 30, "MemoryError"),
     (
-      "import urllib.request\nurllib.request.urlopen('http://example.com')\n",
+      "import urllib.request\nurllib.request.urlopen('http://127.0.0.1:9')\n",
       30,
-      "network access is disabled",
+      "Operation not permitted",
     ),
     ("open('/tmp/escape.txt', 'w').write('x' * (4 << 20))\n", 30, "File too large"),
     ("class Nothing:\n  pass\n", 30, "one Service subclass named 'memos'"),
@@ -128,6 +138,7 @@ def test_the_sandbox_contains_bad_modules(module, timeout, error):
   assert report["ok"] is False and error in report["error"]
 
 
+@needs_sandbox
 def test_failing_own_tests_reject_the_module():
   report = run_sandboxed(SPEC, MODULE, "def test_wrong(service_cls):\n  assert False, 'no'\n")
   assert report["error"] == "its own tests fail: test_wrong"
@@ -142,6 +153,7 @@ def test_a_module_that_never_works_quarantines_every_tool(tmp_path):
   }
 
 
+@needs_sandbox
 def test_tools_failing_the_suite_are_quarantined_and_simulated(tmp_path):
   synth, _ = synthesizer([BROKEN, BROKEN], tmp_path, revisions=1)
   verdict = synth.synthesize(SPEC)
@@ -166,6 +178,7 @@ def test_parse_answer():
     parse_answer("nothing")
 
 
+@needs_sandbox
 def test_the_build_hands_quarantined_services_to_synthesis_and_loads_the_result(tmp_path):
   entry = compile_and_validate(SPEC)
   entry["tools"][0].update(status="quarantined", reason="create_get: expected ...")
