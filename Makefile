@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 WORKDIR ?= runs
 PYTEST_ARGS ?= -n auto
 
-.PHONY: setup test lint format demo demo-scenario bench clean
+.PHONY: setup test lint format conformance demo demo-scenario bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@if [ -d $(VENV) ] && [ ! -f $(STAMP) ]; then rm -rf $(VENV); fi
@@ -28,6 +28,13 @@ format: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m experiments.mcp_conformance --workdir=$(WORKDIR)/mcp_conformance --skip_if_unavailable
+
+# The official MCP conformance suite against a served task (10 s; needs npx, and fetches the suite
+# and Node 22 from npm the first time): fails on any scenario outside
+# experiments/mcp_conformance_expected_failures.yaml. `make test` skips it, saying why, without them.
+conformance: $(STAMP)
+	$(BIN)/python -m experiments.mcp_conformance --workdir=$(WORKDIR)/mcp_conformance
 
 # The whole pipeline on the tiny default (configs/demo.py:tiny): runs/demo/report.md, summary.json.
 demo: $(STAMP)

@@ -516,3 +516,26 @@ def test_http_cli_serves_until_interrupted_and_prints_its_summary(meetup_file, t
   assert summary == json.loads((tmp_path / "summary.json").read_text())
   assert summary["transport"] == "http" and summary["mode"] == "meta_tools"
   assert summary["tools"] == 4 and summary["tool_calls"] == 1 and summary["sessions_opened"] == 1
+
+
+def test_conformance_run_without_npx_or_registry_says_why_and_passes_only_when_asked(tmp_path):
+  """``make test`` runs the conformance suite with --skip_if_unavailable; ``make conformance``
+  does not, and fails."""
+  failing = tmp_path / "bin"
+  failing.mkdir()
+  (failing / "npx").write_text("#!/bin/sh\necho 'npm error code EAI_AGAIN' >&2\nexit 1\n")
+  (failing / "npx").chmod(0o755)
+  cmd = [sys.executable, "-m", "experiments.mcp_conformance", f"--workdir={tmp_path}"]
+  runs = [
+    subprocess.run(cmd + flag, cwd=REPO, env={**os.environ, "PATH": path}, capture_output=True)
+    for path, flag in [
+      (str(tmp_path), ["--skip_if_unavailable"]),  # no npx at all
+      (str(failing), ["--skip_if_unavailable"]),
+      (str(failing), []),
+    ]
+  ]
+  assert [r.returncode for r in runs] == [0, 0, 1]
+  assert b"conformance: skipped: npx is not on the PATH" in runs[0].stdout
+  assert b"skipped: npx could not fetch" in runs[1].stdout and b"EAI_AGAIN" in runs[1].stdout
+  assert b"npx could not fetch" in runs[2].stderr
+  assert "EAI_AGAIN" in json.loads((tmp_path / "summary.json").read_text())["skipped"]
