@@ -139,9 +139,10 @@ class _Sessions:
     now = time.monotonic()
     session = self.by_key.get(key)
     if session is None:
-      # The SDK ends an HTTP session idle for its timeout and gives no hook for it; an
-      # environment idle for twice as long belongs to no live session any more. Only a new
-      # session grows the table, so that is when it is pruned.
+      # A session its client ends (DELETE) lets its environment go at once (``http_app``), but
+      # the SDK ends an HTTP session idle for its timeout without a hook; an environment idle
+      # for twice as long belongs to no live session any more. Only a new session grows the
+      # table, so that is when it is pruned.
       limit = 2 * self._owner.session_idle_timeout
       for k in [k for k, s in self.by_key.items() if now - s.last_used > limit]:
         self._owner._close(self.by_key.pop(k))
@@ -226,6 +227,12 @@ class EnvServer:
   def _close(self, session: _Session) -> None:
     """Keeps a small report of a finished session and lets its environment go."""
     self._closed.append(self._report(session))
+
+  def _release(self, key: str) -> None:
+    """Closes the environment of HTTP session ``key``, if it has one."""
+    for sessions in self._live:
+      if (session := sessions.by_key.pop(key, None)) is not None:
+        self._close(session)
 
   def _report(self, session: _Session) -> dict[str, Any]:
     result = self.task.verify(session.env, None)
@@ -444,13 +451,35 @@ class EnvServer:
       # authorization server and no resource URL, the issuer is never advertised or used.
       auth = AuthSettings(issuer_url=f"http://{_url_host(host)}", resource_server_url=None)
       verifier = _StaticToken(token)
-    return self.server.streamable_http_app(
+    app = self.server.streamable_http_app(
       host=host,
       auth=auth,
       token_verifier=verifier,
       session_idle_timeout=self.session_idle_timeout,
       max_sessions=self.max_sessions,
     )
+
+    async def releasing(scope: Any, receive: Any, send: Any) -> None:
+      """``app``; a session's environment goes as soon as its client ends the session
+      (DELETE), so the environments held are the live sessions' (``max_sessions`` at most) and
+      those of sessions that idled out within the last timeout."""
+      key = None
+      if scope["type"] == "http" and scope["method"] == "DELETE":
+        key = dict(scope["headers"]).get(b"mcp-session-id")
+      if key is None:
+        await app(scope, receive, send)
+        return
+
+      async def watch(message: dict[str, Any]) -> None:
+        # Success: the SDK ended a live session for its own credential. Released before the
+        # response goes out, so the client's next request finds it gone.
+        if message["type"] == "http.response.start" and message["status"] < 300:
+          self._release(key.decode("latin-1"))
+        await send(message)
+
+      await app(scope, receive, watch)
+
+    return releasing
 
   async def serve_http(
     self,

@@ -466,11 +466,15 @@ def test_http_answers_503_to_one_session_beyond_max_sessions(meetup):
         refused = await http.post(url, json=initialize, headers=headers)
         still = await a.call_tool("calendar__get_event", {"event_id": "evt_missing"})
         await b.list_tools()
+        held = [len(sessions.by_key) for sessions in server._live]  # a's environment
+      released = [len(sessions.by_key) for sessions in server._live]
       async with mcp.Client(url) as c:  # a and b ended their sessions (DELETE): room again
         again = await c.list_tools()
-    return refused, still, again
+    return refused, still, again, held, released
 
-  refused, still, again = run(_with_http_server, server, None, body)
+  refused, still, again, held, released = run(_with_http_server, server, None, body)
+  assert held == [1] and released == [0]  # an ended session's environment goes at once
+  assert server.summary()["sessions"][0]["tool_calls"] == 1
   assert refused.status_code == 503
   error = refused.json()
   assert error["jsonrpc"] == "2.0" and error["id"] is None
