@@ -12,4 +12,4 @@ Email = Annotated[
 Text = Annotated[str, Field(min_length=1)]
 Limit = Annotated[int, Field(ge=1, le=100)]
 Offset = Annotated[int, Field(ge=0)]
-Money = Annotated[float, Field(ge=0, description="An amount of money.")]
+Money = Annotated[float, Field(ge=0, le=1e12, description="An amount of money.")]

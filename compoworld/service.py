@@ -18,7 +18,13 @@ from compoworld import envelope
 from compoworld.domains import DOMAINS
 from compoworld.envelope import Envelope, ToolError
 from compoworld.state import ServiceState
-from compoworld.tools import ToolSpec, build_spec, describe_validation_error, tool_options
+from compoworld.tools import (
+  ToolSpec,
+  build_spec,
+  describe_validation_error,
+  tool_options,
+  unrepresentable,
+)
 
 #: How far the logical clock moves after every successful write.
 CLOCK_STEP = timedelta(minutes=1)
@@ -123,6 +129,13 @@ class Service:
     except ValidationError as err:
       message = describe_validation_error(err, spec.input_schema, spec.name)
       return envelope.error(400, "invalid_argument", message)
+    for field, value in args.__dict__.items():
+      found = unrepresentable(value)
+      if found is not None:
+        name = spec.args_model.model_fields[field].alias or field
+        path = f"{name}.{found[0]}" if found[0] else name
+        message = f"{spec.name}: argument '{path}' {found[1]}"
+        return envelope.error(400, "invalid_argument", message)
     # Every call runs on a fork; only a successful write is committed. Reads are discarded,
     # so a read-only tool cannot change the state even by mistake.
     kwargs = {k: _naive(v) for k, v in args.__dict__.items()}

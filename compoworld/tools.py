@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import re
 import typing
 from collections.abc import Callable
@@ -186,7 +187,8 @@ def build_spec(method: Callable, owner: str) -> ToolSpec:
     fields[pname] = (hints[pname], Field(default, description=arg_docs[pname]))
   name = opts.name or method.__name__
   check_ports(f"tool {owner}.{name}", opts.produces + opts.consumes)
-  args_model = create_model(f"{owner}_{name}_args", __config__=ConfigDict(extra="forbid"), **fields)
+  config = ConfigDict(extra="forbid", allow_inf_nan=False)
+  args_model = create_model(f"{owner}_{name}_args", __config__=config, **fields)
   return ToolSpec(
     name=name,
     description=description,
@@ -237,3 +239,36 @@ def describe_validation_error(err: ValidationError, schema: dict[str, Any], tool
         f"argument '{path}' expected {want}, got {got!r} ({type(got).__name__}): {e['msg']}"
       )
   return f"{tool_name}: " + "; ".join(problems)
+
+
+def unrepresentable(value: Any, path: str = "") -> tuple[str, str] | None:
+  """The first thing inside a validated argument value that JSON cannot carry faithfully, as
+  (its path, what is wrong): NaN or an infinity (JSON has no such numbers, but Python's parser
+  reads ``NaN`` and ``Infinity``, and pydantic turns the string "inf" into one), or a string
+  holding a lone surrogate (a ``\\ud800`` escape: no UTF-8 encoding, so no state could be saved
+  or hashed with it)."""
+  if isinstance(value, float):
+    return None if math.isfinite(value) else (path, f"must be a finite number, got {value!r}")
+  if isinstance(value, str):
+    try:
+      value.encode("utf-8")
+    except UnicodeEncodeError:
+      return path, "must be valid Unicode text, got a lone surrogate"
+    return None
+  if isinstance(value, dict):
+    for key in value:
+      found = unrepresentable(key, f"{path}.<key>" if path else "<key>")
+      if found is not None:
+        return found
+    items: Any = value.items()
+  elif isinstance(value, (list, tuple)):
+    items = enumerate(value)
+  elif isinstance(value, BaseModel):
+    items = value.__dict__.items()
+  else:
+    return None
+  for key, item in items:
+    found = unrepresentable(item, f"{path}.{key}" if path else str(key))
+    if found is not None:
+      return found
+  return None

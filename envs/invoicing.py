@@ -44,7 +44,9 @@ from envs._world import world
 
 InvoiceStatus = Literal["draft", "sent", "partially_paid", "paid", "void"]
 Method = Literal["card", "ach", "wire", "check"]
-Amount = Annotated[float, Field(gt=0, description="An amount of money, above zero.")]
+# Money arguments are capped: far beyond any invoice, and the cent arithmetic stays finite.
+Amount = Annotated[float, Field(gt=0, le=1e9, description="An amount of money, above zero.")]
+UnitPrice = Annotated[float, Field(ge=0, le=1e9)]
 Quantity = Annotated[float, Field(gt=0, le=100000)]
 TaxRate = Annotated[float, Field(ge=0, le=0.5, description="A tax rate such as 0.08 for 8%.")]
 
@@ -151,7 +153,7 @@ class LineInput(BaseModel):
   description: str | None = Field(None, description="What is billed; the product name if empty.")
   sku: str | None = Field(None, description="A product SKU; its list price is the default.")
   quantity: Quantity = Field(1.0, description="Number of units.")
-  unit_price: Annotated[float, Field(ge=0)] | None = Field(None, description="Price per unit.")
+  unit_price: UnitPrice | None = Field(None, description="Price per unit.")
   tax_rate: TaxRate | None = Field(None, description="Tax rate; the customer's rate if empty.")
 
 
@@ -637,7 +639,7 @@ class InvoicingService(Service):
     description: str | None = None,
     sku: str | None = None,
     quantity: Quantity = 1.0,
-    unit_price: Annotated[float, Field(ge=0)] | None = None,
+    unit_price: UnitPrice | None = None,
     tax_rate: TaxRate | None = None,
   ) -> dict:
     """Add a line to a draft invoice; totals are recomputed.

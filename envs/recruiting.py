@@ -582,7 +582,7 @@ class RecruitingService(Service):
   def make_offer(
     self,
     application_id: str,
-    salary: Annotated[float, Field(gt=0, description="Yearly base salary.")],
+    salary: Annotated[float, Field(gt=0, le=1e9, description="Yearly base salary.")],
     start_date: date,
     currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")] | None = None,
   ) -> Offer:
