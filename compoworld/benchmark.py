@@ -9,14 +9,17 @@ from __future__ import annotations
 import copy
 import hashlib
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 from compoworld.env import ComposedEnv
 from compoworld.registry import registry
+from compoworld.specs import McpTool, ServiceSpec
 
 DEFAULT_SERVICES = ("calendar", "simosphere", "chat", "forum", "geo")
 
@@ -128,4 +131,74 @@ def bench_env(
       "fork_ms<=1": fork_med <= 1,
       "hash_ms<=10": hash_med <= 10,
     },
+  }
+
+
+def _object(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+  return {"type": "object", "properties": props, "required": required}
+
+
+#: The spec of ``compoworld.synthesis.example_module``'s service, as if it had been synthesized.
+NOTES_SPEC = ServiceSpec(
+  name="notes",
+  source="bench",
+  server="notes",
+  domain="productivity",
+  description="Personal notes.",
+  tools=(
+    McpTool(
+      name="create_note",
+      description="Create a note.",
+      input_schema=_object({"title": {"type": "string"}, "body": {"type": "string"}}, ["title"]),
+    ),
+    McpTool(
+      name="get_note",
+      description="Read one note.",
+      input_schema=_object({"note_id": {"type": "string"}}, ["note_id"]),
+      annotations={"readOnlyHint": True},
+    ),
+  ),
+)
+
+
+def bench_sandboxed(calls: int = 2000, forks: int = 500) -> dict[str, Any]:
+  """What a synthesized service costs at use time, its module in the sandbox and its state
+  here (``compoworld.sandboxed``): the child's start, a read and a write through the channel,
+  a fork, and a fork's first write. Where the sandbox cannot run, says why instead."""
+  from compoworld.sandbox import unavailable_reason
+  from compoworld.sandboxed import ModuleHost, proxy_class
+  from compoworld.synthesis import example_module
+
+  reason = unavailable_reason()
+  if reason is not None:
+    return {"sandboxed_unavailable": reason}
+  with tempfile.TemporaryDirectory() as tmp:
+    path = Path(tmp) / "notes.py"
+    path.write_text(example_module(), encoding="utf-8")
+    host = ModuleHost("notes", path)
+    t0 = time.perf_counter()
+    host.describe()
+    start_ms = (time.perf_counter() - t0) * 1e3
+    svc = proxy_class(host, NOTES_SPEC).create(seed=0)
+    note = svc.call("create_note", {"title": "First"})["data"]["id"]
+    reads = _timings_us(lambda i: svc.call("get_note", {"note_id": note}), calls, "sandboxed reads")
+    writes = _timings_us(
+      lambda i: svc.call("create_note", {"title": f"Note {i}"}), calls, "sandboxed writes"
+    )
+    fork_us = _timings_us(lambda i: svc.fork(), forks, "sandboxed forks")
+    fork_write = _timings_us(
+      lambda i: svc.fork().call("create_note", {"title": f"Fork {i}"}), forks, "fork + write"
+    )
+    host.close()
+  read_ms, write_ms = statistics.median(reads) / 1e3, statistics.median(writes) / 1e3
+  return {
+    "sandboxed_start_ms": round(start_ms, 1),
+    "sandboxed_read_ms_median": round(read_ms, 3),
+    "sandboxed_read_ms_p99": round(_p(reads, 0.99) / 1e3, 3),
+    "sandboxed_write_ms_median": round(write_ms, 3),
+    "sandboxed_write_ms_p99": round(_p(writes, 0.99) / 1e3, 3),
+    "sandboxed_fork_ms_median": round(statistics.median(fork_us) / 1e3, 4),
+    "sandboxed_fork_then_write_ms_median": round(statistics.median(fork_write) / 1e3, 3),
+    "sandboxed_records": len(svc.state.table("notes")),
+    "sandboxed_targets_met": {"call_ms_median<=2": max(read_ms, write_ms) <= 2},
   }

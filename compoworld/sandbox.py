@@ -297,16 +297,19 @@ class Sandbox:
         self._proc.stdin.write(line)
       except OSError:
         raise self.fail(self._death()) from None
-      raw = self._read_line(deadline, timeout)
+      raw, rest = self._read_line(deadline, timeout)
       try:
         answer = json.loads(raw)
       except (UnicodeDecodeError, json.JSONDecodeError):
         raise self.fail(f"the sandbox wrote garbage on its channel: {raw[:200]!r}") from None
+      if rest:
+        raise self.fail(f"the sandbox wrote more than one answer: {rest[:200]!r}")
       if not isinstance(answer, dict) or answer.get("id") != ident:
         raise self.fail(f"the sandbox answered out of turn (a forged or stray line): {raw[:200]!r}")
       return answer
 
-  def _read_line(self, deadline: float, timeout: float) -> bytes:
+  def _read_line(self, deadline: float, timeout: float) -> tuple[bytes, bytes]:
+    """The first line the child writes, and whatever came after it in the same reads."""
     fd = self._proc.stdout.fileno()
     chunks, size, cap = [], 0, self.limits.answer_mb << 20
     while True:
@@ -326,11 +329,9 @@ class Sandbox:
       if size > cap:
         raise self.fail(f"the sandbox flooded its channel: an answer over {cap >> 20} MiB")
     line, _, rest = b"".join(chunks).partition(b"\n")
-    if rest:
-      raise self.fail(f"the sandbox wrote more than one answer: {rest[:200]!r}")
     if len(line) > cap:
       raise self.fail(f"the sandbox flooded its channel: an answer over {cap >> 20} MiB")
-    return line
+    return line, rest
 
   def close(self) -> None:
     with self._lock:

@@ -12,7 +12,7 @@ Then it answers JSON lines from the parent, one answer per request, echoing the 
             ``/sandbox/service.py`` and ``/sandbox/tests.py`` if that has not happened yet)
   generate  the service's seeded state, as data
   call      one tool call on a state the parent holds (sent once, then named by its key): the
-            envelope and, after a successful write, the scalars and the tables that changed
+            envelope and, after a successful write, the scalars and the records that changed
   test      run one of the module's own tests
 
 Nothing here is trusted by the parent: the module can rewrite this file's functions or write to
@@ -216,16 +216,28 @@ class Runner:
       "tests": list(self.tests),
     }
 
-  def _dump(self, state: Any, since: Any = None) -> dict[str, Any]:
-    """The state's scalars and its tables (only those not shared with ``since``) as JSON."""
+  def _rows(self, table: Any, rows: dict[str, Any]) -> dict[str, Any]:
+    adapter = self.adapters.get(table.record_type)
+    if adapter is None:
+      adapter = self.adapters[table.record_type] = TypeAdapter(dict[str, table.record_type])
+    return adapter.dump_python(rows, mode="json")
+
+  def _dump(self, state: Any) -> dict[str, Any]:
+    """The whole state as JSON: its scalars and every table's records."""
+    tables = {name: self._rows(table, table._rows) for name, table in state.tables().items()}
+    return {"scalars": state.scalars(), "tables": tables}
+
+  def _delta(self, state: Any, since: Any) -> dict[str, Any]:
+    """What a write changed: the scalars, and per table written to the records that are new
+    or replaced (records are immutable, so identity tells) and the ids removed."""
     tables = {}
     for name, table in state.tables().items():
-      if since is not None and table._rows is since.tables()[name]._rows:
+      old, new = since.tables()[name]._rows, table._rows
+      if new is old:
         continue
-      adapter = self.adapters.get(table.record_type)
-      if adapter is None:
-        adapter = self.adapters[table.record_type] = TypeAdapter(dict[str, table.record_type])
-      tables[name] = adapter.dump_python(table._rows, mode="json")
+      changed = {k: r for k, r in new.items() if old.get(k) is not r}
+      removed = [k for k in old if k not in new]
+      tables[name] = {"changed": self._rows(table, changed), "removed": removed}
     return {"scalars": state.scalars(), "tables": tables}
 
   def _keep(self, key: str, state: Any) -> None:
@@ -257,7 +269,7 @@ class Runner:
     spec = self.cls.tools.get(request["tool"])
     if out.get("ok") and spec is not None and spec.mutates:
       self._keep(request["new_key"], svc.state)
-      answer["state"] = self._dump(svc.state, since=state)
+      answer["state"] = self._delta(svc.state, since=state)
     return answer
 
   def test(self, request: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ A synthesized module never runs here. ``ModuleHost`` keeps it in a jailed child
 subclass whose tools are the spec's (the schemas and descriptions agents see come from the spec,
 not from the module) and whose calls go to the child. The state stays in this process, as data
 (``Snapshot``): the child gets it with each call (by key once it has it) and answers with the
-envelope and, after a successful write, the tables that changed. So this process, not the module,
+envelope and, after a successful write, the records that changed. So this process, not the module,
 decides what is committed (a failed call or a read-only tool commits nothing), computes hashes and
 diffs, and forks for free; a child that dies or misbehaves is replaced without losing any state.
 """
@@ -153,8 +153,15 @@ class Snapshot:
     return {"scalars": self._scalars, "tables": {n: t._rows for n, t in self._tables.items()}}
 
   def updated(self, data: dict[str, Any], key: str) -> Snapshot:
-    """This state with the child's answer applied: new scalars, the tables it sent replaced."""
-    tables = {**self._tables, **{n: DataTable(rows) for n, rows in data["tables"].items()}}
+    """This state with a write's delta applied: new scalars, and per table the records that
+    are new or replaced and the ids removed."""
+    tables = dict(self._tables)
+    for name, delta in data["tables"].items():
+      rows = dict(tables[name]._rows)
+      rows.update(delta["changed"])
+      for record_id in delta["removed"]:
+        rows.pop(record_id, None)
+      tables[name] = DataTable(rows)
     return Snapshot(data["scalars"], tables, key)
 
 
@@ -249,21 +256,25 @@ class ModuleHost:
     return self.described
 
   def _state(self, data: Any, base: Snapshot | None, key: str) -> Snapshot:
-    """The child's state (whole, or the tables a write changed) as a checked ``Snapshot``."""
+    """The child's state (whole, or a write's delta on ``base``) as a checked ``Snapshot``."""
     tables = set(self.described["tables"])
     try:
       _check(isinstance(data, dict), "state")
       scalars, sent = data.get("scalars"), data.get("tables")
       _check(isinstance(scalars, dict) and isinstance(sent, dict), "state")
       _check(set(sent) <= tables and (base is not None or set(sent) == tables), "state")
+      datetime.fromisoformat(scalars.get("now"))
+      if base is not None:
+        for delta in sent.values():
+          _check(isinstance(delta, dict) and _strings(delta.get("removed")), "state")
+        sent = {name: delta["changed"] for name, delta in sent.items()}
       for rows in sent.values():
         _check(isinstance(rows, dict) and all(isinstance(r, dict) for r in rows.values()), "state")
-      datetime.fromisoformat(scalars.get("now"))
     except (SandboxError, TypeError, ValueError):
       raise self._violation(SandboxError("the sandbox answered a malformed state")) from None
     if base is None:
       return Snapshot(scalars, {n: DataTable(sent[n]) for n in tables}, key)
-    return base.updated({"scalars": scalars, "tables": sent}, key)
+    return base.updated(data, key)
 
   def generate(self, seed: int, size: int | None) -> Snapshot:
     key = next(self._keys)

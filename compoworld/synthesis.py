@@ -32,6 +32,7 @@ from compoworld.validator import validate
 
 _FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
 
+#: The service API by example, shown to the model (and the module ``make bench`` sandboxes).
 _API = '''from compoworld import Service, ServiceState, Table, Record, tool, NotFound, InvalidArgument, Conflict
 from compoworld.query import paginate
 
@@ -95,6 +96,11 @@ Also write tests: functions `test_*(service_cls)` that create a service with
 `service_cls.create(seed=0)` and check calls with `svc.call(tool, arguments)`, which returns
 {{"ok": true, "status": 200, "data": ...}} or {{"ok": false, "status": 4xx, "error": {{...}}}}.
 Answer with exactly two fenced python blocks: the module first, then the tests."""
+
+
+def example_module() -> str:
+  """The example service module of the prompt (``notes``: create_note, get_note)."""
+  return _API.format(domains=", ".join(DOMAINS))
 
 
 @dataclasses.dataclass
@@ -226,7 +232,7 @@ class Synthesizer:
       f"Its tools (MCP tools/list):\n{json.dumps(tools, indent=1)}"
     )
     return [
-      {"role": "system", "content": _SYSTEM.format(api=_API.format(domains=", ".join(DOMAINS)))},
+      {"role": "system", "content": _SYSTEM.format(api=example_module())},
       {"role": "user", "content": user},
     ]
 

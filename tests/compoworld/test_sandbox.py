@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from compoworld import sandbox
+from compoworld.benchmark import bench_sandboxed
 from compoworld.registry import Registry
 from compoworld.sandbox import SandboxUnavailable
 from compoworld.synthesis import load_synthesized, run_sandboxed
@@ -290,3 +291,11 @@ def test_synthesis_fails_closed_where_the_sandbox_cannot_run(broken_bwrap, tmp_p
     synth.synthesize(SPEC)
   assert recorded.requests == []  # refused before asking the model
   assert not os.path.exists(tmp_path / "synth")
+
+
+@needs_sandbox
+def test_the_benchmark_times_sandboxed_calls_and_forks():
+  out = bench_sandboxed(calls=20, forks=5)
+  for key in ("sandboxed_start_ms", "sandboxed_read_ms_median", "sandboxed_write_ms_median"):
+    assert out[key] > 0, key
+  assert out["sandboxed_records"] == 22  # the generated one, the first, the timed writes
