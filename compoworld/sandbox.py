@@ -243,6 +243,7 @@ class Sandbox:
       bufsize=0,
       start_new_session=True,
     )
+    os.set_blocking(proc.stdin.fileno(), False)
     threading.Thread(target=_drain, args=(proc.stderr, self._stderr), daemon=True).start()
     self._proc, self._pid = proc, os.getpid()
     self._finalizer = weakref.finalize(self, _kill, proc)
@@ -283,7 +284,9 @@ class Sandbox:
       if self.failure is not None and not self.restart:
         raise SandboxError(self.failure)
       if self._proc is not None and self._pid != os.getpid():
-        self._proc = None  # inherited across a fork: that child belongs to the parent process
+        # inherited across a fork: that child belongs to the parent process, never kill it here
+        self._finalizer.detach()
+        self._proc = None
       if self._proc is not None and self._proc.poll() is not None:
         reason = self._death()  # it died between requests (killed from outside, or idle)
         if not self.restart:
@@ -293,10 +296,7 @@ class Sandbox:
         self._start()
       ident = next(self._ids)
       line = json.dumps({**message, "id": ident}, default=str).encode() + b"\n"
-      try:
-        self._proc.stdin.write(line)
-      except OSError:
-        raise self.fail(self._death()) from None
+      self._write(line, deadline, timeout)
       raw, rest = self._read_line(deadline, timeout)
       try:
         answer = json.loads(raw)
@@ -307,6 +307,23 @@ class Sandbox:
       if not isinstance(answer, dict) or answer.get("id") != ident:
         raise self.fail(f"the sandbox answered out of turn (a forged or stray line): {raw[:200]!r}")
       return answer
+
+  def _write(self, data: bytes, deadline: float, timeout: float) -> None:
+    """Writes a request; a child that stops reading cannot block this process past ``deadline``."""
+    fd, view = self._proc.stdin.fileno(), memoryview(data)
+    while view:
+      remaining = deadline - time.monotonic()
+      if remaining <= 0:
+        raise self.fail(f"timed out after {timeout:g} s")
+      _, ready, _ = select.select([], [fd], [], remaining)
+      if not ready:
+        continue
+      try:
+        view = view[os.write(fd, view[: 1 << 16]) :]
+      except BlockingIOError:
+        continue
+      except OSError:
+        raise self.fail(self._death()) from None
 
   def _read_line(self, deadline: float, timeout: float) -> tuple[bytes, bytes]:
     """The first line the child writes, and whatever came after it in the same reads."""

@@ -221,7 +221,7 @@ class ModuleHost:
     self.sandbox = Sandbox(service, files, limits, restart)
     self.timeout, self.deadline = timeout, deadline
     self.described: dict[str, Any] = {}
-    self._keys = (f"s{i}" for i in itertools.count(1))
+    self._keys = itertools.count(1)  # names of the states the child holds (next() is atomic)
 
   def _ask(self, op: str, **fields: Any) -> dict[str, Any]:
     if self.deadline is None:
@@ -277,15 +277,15 @@ class ModuleHost:
     return base.updated(data, key)
 
   def generate(self, seed: int, size: int | None) -> Snapshot:
-    key = next(self._keys)
+    key = f"s{next(self._keys)}"
     answer = self._ask("generate", seed=seed, size=size, key=key)
     return self._state(answer.get("state"), None, key)
 
   def call(self, state: Snapshot, tool: str, arguments: dict[str, Any]):
     """Runs one call on ``state``: its envelope, and the new state after a successful write."""
-    message = {"tool": tool, "arguments": arguments, "new_key": next(self._keys)}
+    message = {"tool": tool, "arguments": arguments, "new_key": f"s{next(self._keys)}"}
     if state.key is None:
-      state.key = next(self._keys)
+      state.key = f"s{next(self._keys)}"
       message["state"] = state.to_json()
     answer = self._ask("call", key=state.key, **message)
     if answer.get("need_state") and "state" not in message:  # the child dropped or lost it
