@@ -19,7 +19,9 @@ import pytest
 
 from compoworld import sandbox
 from compoworld.benchmark import bench_sandboxed
+from compoworld.env import ComposedEnv
 from compoworld.registry import Registry
+from compoworld.rubric import evaluate
 from compoworld.sandbox import SandboxUnavailable
 from compoworld.synthesis import load_synthesized, run_sandboxed
 from tests.compoworld.test_synthesis import GOOD, MODULE, SPEC, TESTS, needs_sandbox, synthesizer
@@ -71,8 +73,8 @@ HOSTILE = {
     "import threading\nwhile True:\n  threading.Thread(target=int).start()\n",
     "can't start new thread",
   ),
-  "memory_hog": ("hog = []\nwhile True:\n  hog.append(bytearray(64 << 20))\n", "MemoryError"),
-  "infinite_loop": ("while True:\n  pass\n", "timed out after 3 s"),
+  "memory_hog": ("hog = []\nwhile True:\n  hog.append(bytes(64 << 20))\n", "MemoryError"),
+  "infinite_loop": ("while True:\n  pass\n", "timed out after 2 s"),
   "channel_garbage": (
     "import os\nfor fd in range(3, 16):\n"
     '  try:\n    os.write(fd, b"not json\\n")\n  except OSError:\n    pass\n',
@@ -176,7 +178,7 @@ def outside(tmp_path, monkeypatch):
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_modules_are_rejected_and_reach_nothing(name, outside):
   payload, reason = HOSTILE[name]
-  timeout = 3 if name == "infinite_loop" else 30
+  timeout = 2 if name == "infinite_loop" else 30
   report = run_sandboxed(SPEC, outside.fill(payload) + MODULE, TESTS, timeout=timeout)
   assert report["ok"] is False and re.search(reason, report["error"]), report
   outside.assert_untouched(report)
@@ -242,6 +244,12 @@ def test_the_state_lives_here_and_matches_the_module_run_in_process(tmp_path):
   assert twin.diff(proxy) == local_twin.diff(local)
   assert twin.state_hash() == type(proxy).create(seed=0).state_hash()
   assert [r["title"] for r in proxy.state.table("memos")] == [r.title for r in local.state.memos]
+  # rubric checks read the state held here
+  env = ComposedEnv({"memos": proxy})
+  where = [{"field": "title", "value": "Plan"}]
+  assert evaluate({"op": "exists", "service": "memos", "collection": "memos", "where": where}, env)
+  record = {"op": "record", "service": "memos", "collection": "memos", "id": memo}
+  assert evaluate({**record, "field": "body", "value": "Q3"}, env)
 
 
 @needs_sandbox

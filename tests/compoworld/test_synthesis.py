@@ -122,7 +122,6 @@ def test_sandbox_errors_go_back_to_the_model_for_a_revision(tmp_path):
 @pytest.mark.parametrize(
   ("module", "timeout", "error"),
   [
-    ("while True:\n  pass\n", 3, "timed out after 3 s"),
     ("x = bytearray(8 * 1024 ** 3)\n", 30, "MemoryError"),
     (
       "import urllib.request\nurllib.request.urlopen('http://127.0.0.1:9')\n",
