@@ -10,6 +10,7 @@ unchanged.
 
 from __future__ import annotations
 
+import collections
 import copy
 import json
 import os
@@ -33,7 +34,9 @@ from compoworld.validator import Validator
 from tests.contract import call_fails
 
 INPUTS = int(os.environ.get("COMPOWORLD_FUZZ_INPUTS", "200"))
-EXAMPLES = 10  # hypothesis examples per service; each draws a share of every tool's inputs
+# Each hypothesis example draws at most this many inputs per tool: an example that draws too much
+# overruns hypothesis's buffer and is thrown away, so more inputs means more examples.
+DRAWS_PER_EXAMPLE = 20
 # Hypothesis spends ~0.2 ms drawing one input, a call costs a tenth of that: a quarter of the
 # inputs are random, the rest boundary values (the suite runs on two cores)
 RANDOM = INPUTS // 4
@@ -124,16 +127,19 @@ def test_no_input_makes_a_tool_crash(name):
   bases = _bases(cls)
   props = {t: sorted(cls.tools[t].input_schema.get("properties", {})) for t in cls.tools}
   sweeps = {t: _sweep(props[t], bases[t], INPUTS - RANDOM) for t in cls.tools}
+  checked = collections.Counter({t: len(inputs) for t, inputs in sweeps.items()})
   for tool, inputs in sweeps.items():
     svc = cls.create(seed=0)
     for arguments in inputs:
       _check(svc, tool, arguments)
   # the rest of each tool's budget (at least its random share) is random, over the examples
-  draws = {t: -(-max(INPUTS - len(sweeps[t]), RANDOM) // EXAMPLES) for t in cls.tools}
+  budget = {t: max(INPUTS - len(sweeps[t]), RANDOM) for t in cls.tools}
+  examples = -(-max(budget.values()) // DRAWS_PER_EXAMPLE)
+  draws = {t: -(-budget[t] // examples) for t in cls.tools}
   strategies = {t: _random(props[t], bases[t]) for t in cls.tools}
 
   @settings(
-    max_examples=EXAMPLES,
+    max_examples=examples,
     deadline=None,
     database=None,
     derandomize=True,
@@ -145,8 +151,10 @@ def test_no_input_makes_a_tool_crash(name):
     for tool, strategy in strategies.items():
       for _ in range(draws[tool]):
         _check(svc, tool, data.draw(strategy))
+        checked[tool] += 1
 
   fuzz()
+  assert min(checked.values()) >= INPUTS, checked  # no example was thrown away
 
 
 @pytest.mark.parametrize(
