@@ -13,6 +13,7 @@ Then it answers JSON lines from the parent, one answer per request, echoing the 
   generate  the service's seeded state, as data
   call      one tool call on a state the parent holds (sent once, then named by its key): the
             envelope and, after a successful write, the scalars and the records that changed
+  patch     check (and with a ``new_key``, apply) a world model's patch for a quarantined tool
   test      run one of the module's own tests
 
 Nothing here is trusted by the parent: the module can rewrite this file's functions or write to
@@ -30,6 +31,7 @@ import platform
 import resource
 import struct
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +206,7 @@ class Runner:
     return self.cls is not None
 
   def load(self, request: dict[str, Any]) -> dict[str, Any]:
+    fields = self.cls.State.model_fields
     tools = [
       {"name": s.name, "mutates": s.mutates, "produces": s.produces, "consumes": s.consumes}
       for s in self.cls.tools.values()
@@ -211,7 +214,10 @@ class Runner:
     return {
       "domain": self.cls.domain,
       "description": self.cls.description,
-      "tables": list(self.cls.State._table_fields),
+      "tables": {
+        name: list(typing.get_args(fields[name].annotation)[0].model_fields)
+        for name in self.cls.State._table_fields
+      },
       "tools": tools,
       "tests": list(self.tests),
     }
@@ -254,15 +260,21 @@ class Runner:
     self._keep(request["key"], state)
     return {"state": self._dump(state)}
 
-  def call(self, request: dict[str, Any]) -> dict[str, Any]:
+  def _state_of(self, request: dict[str, Any]) -> Any:
+    """The state a request names by key (sent along the first time), or None if not held."""
     key = request["key"]
     if "state" in request:
       data = request["state"]
       self._keep(key, self.cls.State.model_validate({**data["scalars"], **data["tables"]}))
     state = self.states.get(key)
+    if state is not None:
+      self.states.move_to_end(key)
+    return state
+
+  def call(self, request: dict[str, Any]) -> dict[str, Any]:
+    state = self._state_of(request)
     if state is None:
       return {"need_state": True}
-    self.states.move_to_end(key)
     svc = self.cls(state.fork())
     out = svc.call(request["tool"], request["arguments"])
     answer: dict[str, Any] = {"envelope": out}
@@ -271,6 +283,24 @@ class Runner:
       self._keep(request["new_key"], svc.state)
       answer["state"] = self._delta(svc.state, since=state)
     return answer
+
+  def patch(self, request: dict[str, Any]) -> dict[str, Any]:
+    """A world model's patch checked against the typed state, and with ``new_key`` applied."""
+    from compoworld.world_model import PatchError, apply_patch, check_patch
+
+    state = self._state_of(request)
+    if state is None:
+      return {"need_state": True}
+    work = state.fork()
+    try:
+      ops = check_patch(work, request["patch"], request["mutates"])
+    except PatchError as err:
+      return {"patch_error": str(err)}
+    if request.get("new_key") is None:
+      return {"checked": True}
+    apply_patch(work, ops)
+    self._keep(request["new_key"], work)
+    return {"state": self._delta(work, since=state)}
 
   def test(self, request: dict[str, Any]) -> dict[str, Any]:
     try:
@@ -282,7 +312,13 @@ class Runner:
 
 def serve(service: str, channel_in: Any, channel_out: Any) -> None:
   runner = Runner(service)
-  ops = {"load": runner.load, "generate": runner.generate, "call": runner.call, "test": runner.test}
+  ops = {
+    "load": runner.load,
+    "generate": runner.generate,
+    "call": runner.call,
+    "patch": runner.patch,
+    "test": runner.test,
+  }
   for line in channel_in:
     request = json.loads(line)
     try:

@@ -27,7 +27,7 @@ from compoworld.ports import check_ports
 from compoworld.sandbox import Limits, Sandbox, SandboxError
 from compoworld.service import Service
 from compoworld.specs import McpTool, ServiceSpec
-from compoworld.world_model import FallbackSimulator, simulate
+from compoworld.world_model import PatchError, simulate
 
 #: What a sandboxed service may use at use time: one child per service, replaced when it dies.
 USE_LIMITS = Limits(memory_mb=1024, cpu_seconds=600)
@@ -41,13 +41,14 @@ def _digest(payload: Any) -> str:
 
 class DataTable:
   """One collection as JSON records (id → record), never changed in place: what rubric checks,
-  facets and diffs read. Records are plain dicts."""
+  facets, diffs and the world model's prompt read. Records are plain dicts; ``fields`` names
+  the fields of the module's record type."""
 
-  __slots__ = ("_digest", "_rows")
+  __slots__ = ("_digest", "_rows", "fields")
   record_type = dict
 
-  def __init__(self, rows: dict[str, dict[str, Any]]):
-    self._rows = rows
+  def __init__(self, rows: dict[str, dict[str, Any]], fields: tuple[str, ...]):
+    self._rows, self.fields = rows, fields
     self._digest: str | None = None
 
   def get(self, record_id: str) -> dict[str, Any]:
@@ -96,10 +97,13 @@ class DataTable:
 
 class Snapshot:
   """A sandboxed service's state, held here as data. Tables are shared between forks and never
-  changed in place; ``key`` names the copy the child already holds (None: send it whole)."""
+  changed in place; ``key`` names the copy the child (of ``host``) already holds (None: send it
+  whole)."""
 
-  def __init__(self, scalars: dict[str, Any], tables: dict[str, DataTable], key: str | None):
-    self._scalars, self._tables, self.key = scalars, tables, key
+  def __init__(
+    self, scalars: dict[str, Any], tables: dict[str, DataTable], key: str | None, host: ModuleHost
+  ):
+    self._scalars, self._tables, self.key, self.host = scalars, tables, key, host
     self._hash: str | None = None
 
   @property
@@ -122,7 +126,7 @@ class Snapshot:
     return self._tables[name]
 
   def fork(self) -> Snapshot:
-    twin = Snapshot(dict(self._scalars), self._tables, self.key)
+    twin = Snapshot(dict(self._scalars), self._tables, self.key, self.host)
     twin._hash = self._hash
     return twin
 
@@ -161,8 +165,23 @@ class Snapshot:
       rows.update(delta["changed"])
       for record_id in delta["removed"]:
         rows.pop(record_id, None)
-      tables[name] = DataTable(rows)
-    return Snapshot(data["scalars"], tables, key)
+      tables[name] = DataTable(rows, tables[name].fields)
+    return Snapshot(data["scalars"], tables, key, self.host)
+
+  # The world model's patches (quarantined tools) are checked and applied against the typed
+  # records, which only the sandbox has (``compoworld.world_model`` defers to these).
+
+  def check_patch(self, patch: Any, mutates: bool) -> tuple[Any, bool]:
+    """The patch, once the sandbox found it fits (else ``PatchError`` with its reason)."""
+    problem = self.host.patch(self, patch, mutates, None)
+    if problem:
+      raise PatchError(problem)
+    return patch, mutates
+
+  def apply_patch(self, ops: tuple[Any, bool]) -> None:
+    """Applies a checked patch to this state (the runtime's working fork of a call)."""
+    new = self.host.patch(self, *ops, self.host.new_key())
+    self._scalars, self._tables, self.key, self._hash = new._scalars, new._tables, new.key, None
 
 
 def _check(condition: bool, what: str) -> None:
@@ -243,7 +262,9 @@ class ModuleHost:
     answer = self._ask("load")
     try:
       _check(answer.get("domain") in DOMAINS and isinstance(answer.get("description"), str), "load")
-      _check(_strings(answer.get("tables")) and _strings(answer.get("tests")), "load")
+      tables = answer.get("tables")
+      _check(isinstance(tables, dict) and all(_strings(f) for f in tables.values()), "load")
+      _check(all(isinstance(n, str) for n in tables) and _strings(answer.get("tests")), "load")
       tools = answer.get("tools")
       _check(isinstance(tools, list) and all(isinstance(t, dict) for t in tools), "load")
       for t in tools:
@@ -273,30 +294,50 @@ class ModuleHost:
     except (SandboxError, TypeError, ValueError):
       raise self._violation(SandboxError("the sandbox answered a malformed state")) from None
     if base is None:
-      return Snapshot(scalars, {n: DataTable(sent[n]) for n in tables}, key)
+      fields = self.described["tables"]
+      return Snapshot(scalars, {n: DataTable(sent[n], tuple(fields[n])) for n in tables}, key, self)
     return base.updated(data, key)
 
+  def new_key(self) -> str:
+    return f"s{next(self._keys)}"
+
   def generate(self, seed: int, size: int | None) -> Snapshot:
-    key = f"s{next(self._keys)}"
+    key = self.new_key()
     answer = self._ask("generate", seed=seed, size=size, key=key)
     return self._state(answer.get("state"), None, key)
 
+  def _on(self, op: str, state: Snapshot, **fields: Any) -> dict[str, Any]:
+    """Asks ``op`` about ``state``: named by its key, sent whole when the child lacks it."""
+    if state.key is None:
+      state.key = self.new_key()
+      return self._ask(op, key=state.key, state=state.to_json(), **fields)
+    answer = self._ask(op, key=state.key, **fields)
+    if answer.get("need_state"):  # the child dropped it, or is a new one
+      answer = self._ask(op, key=state.key, state=state.to_json(), **fields)
+    return answer
+
   def call(self, state: Snapshot, tool: str, arguments: dict[str, Any]):
     """Runs one call on ``state``: its envelope, and the new state after a successful write."""
-    message = {"tool": tool, "arguments": arguments, "new_key": f"s{next(self._keys)}"}
-    if state.key is None:
-      state.key = f"s{next(self._keys)}"
-      message["state"] = state.to_json()
-    answer = self._ask("call", key=state.key, **message)
-    if answer.get("need_state") and "state" not in message:  # the child dropped or lost it
-      answer = self._ask("call", key=state.key, state=state.to_json(), **message)
+    new_key = self.new_key()
+    answer = self._on("call", state, tool=tool, arguments=arguments, new_key=new_key)
     try:
       out = _checked_envelope(answer.get("envelope"))
     except SandboxError as err:
       raise self._violation(err) from None
     if not out["ok"] or "state" not in answer:
       return out, None
-    return out, self._state(answer["state"], state, message["new_key"])
+    return out, self._state(answer["state"], state, new_key)
+
+  def patch(self, state: Snapshot, patch: Any, mutates: bool, new_key: str | None):
+    """A world model's patch on ``state``: without ``new_key``, why it does not fit ('' when it
+    does); with one, the state it makes."""
+    answer = self._on("patch", state, patch=patch, mutates=mutates, new_key=new_key)
+    if new_key is not None:
+      return self._state(answer.get("state"), state, new_key)
+    problem = answer.get("patch_error", "")
+    if not isinstance(problem, str) or not (problem or answer.get("checked")):
+      raise self._violation(SandboxError("the sandbox answered a malformed patch check"))
+    return problem
 
   def test(self, name: str) -> str:
     result = self._ask("test", name=name).get("result")
@@ -351,11 +392,6 @@ def proxy_class(
   """The service of ``spec`` whose tools run in ``host`` (described already); ``quarantined``
   tools, and those the module lacks, run on ``world_model`` in this process instead."""
   quarantined = dict(quarantined or {})
-  if quarantined and world_model is not None and not isinstance(world_model, FallbackSimulator):
-    raise ValueError(
-      f"{spec.name}: an LLM world model cannot serve a sandboxed service's quarantined tools "
-      "yet (it edits typed state, which only the sandbox has); load it without one"
-    )
   module_tools = {t["name"]: t for t in host.described["tools"]}
   tools = {}
   for tool in spec.tools:

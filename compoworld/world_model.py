@@ -124,6 +124,13 @@ def apply_patch(state: ServiceState, ops: list[tuple[str, str, Any]]) -> None:
       table.delete(value)
 
 
+def _checked(state: Any, patch: Any, mutates: bool) -> Any:
+  """``check_patch``, or the state's own check where its typed records live elsewhere (a
+  sandboxed service's, ``compoworld.sandboxed.Snapshot``: they are in the sandbox)."""
+  own = getattr(state, "check_patch", None)
+  return own(patch, mutates) if own is not None else check_patch(state, patch, mutates)
+
+
 class FallbackSimulator:
   """No endpoint configured: a schema-conformant observation, and the state left alone."""
 
@@ -172,7 +179,7 @@ class LLMWorldModel:
     state = {}
     for name, table in svc.state.tables().items():
       rows = [to_jsonable_python(r) for r in list(table)[:STATE_SLICE]]
-      fields = list(table.record_type.model_fields)
+      fields = list(getattr(table, "fields", None) or table.record_type.model_fields)
       state[name] = {"count": len(table), "fields": fields, "records": rows}
     return json.dumps(
       {
@@ -209,7 +216,7 @@ class LLMWorldModel:
         answer = extract_json(text)
         if not isinstance(answer, dict) or not ("observation" in answer or "error" in answer):
           raise PatchError("answer with an object holding 'patch' and 'observation' (or 'error')")
-        check_patch(svc.state, answer.get("patch", {}), mutates)
+        _checked(svc.state, answer.get("patch", {}), mutates)
       except (ValueError, PatchError) as err:
         problem = str(err)
         messages += [
@@ -229,7 +236,11 @@ class LLMWorldModel:
     error = answer.get("error")
     if isinstance(error, dict):
       raise _tool_error(error.get("status"), str(error.get("message", "the call failed")))
-    apply_patch(svc.state, check_patch(svc.state, answer.get("patch", {}), mutates))
+    ops = _checked(svc.state, answer.get("patch", {}), mutates)
+    if hasattr(svc.state, "apply_patch"):  # a sandboxed service's state applies its own
+      svc.state.apply_patch(ops)
+    else:
+      apply_patch(svc.state, ops)
     return answer.get("observation")
 
 

@@ -24,7 +24,17 @@ from compoworld.registry import Registry
 from compoworld.rubric import evaluate
 from compoworld.sandbox import SandboxUnavailable
 from compoworld.synthesis import load_synthesized, run_sandboxed
-from tests.compoworld.test_synthesis import GOOD, MODULE, SPEC, TESTS, needs_sandbox, synthesizer
+from compoworld.world_model import LLMWorldModel
+from tests.compoworld.test_synthesis import (
+  BROKEN,
+  GOOD,
+  MODULE,
+  SPEC,
+  TESTS,
+  needs_sandbox,
+  synthesizer,
+)
+from tests.compoworld.test_world_model import Recorded, client_for
 
 PACKAGE = Path(sandbox.__file__).resolve().parent
 
@@ -41,7 +51,7 @@ HOSTILE = {
   ),
   "forged_answer": (
     "import json, os\n"
-    'line = json.dumps({"id": 1, "domain": "productivity", "description": "", "tables": [],'
+    'line = json.dumps({"id": 1, "domain": "productivity", "description": "", "tables": {},'
     ' "tools": [], "tests": []}).encode() + b"\\n"\n'
     "for fd in range(3, 16):\n"
     "  try:\n    os.write(fd, line)\n  except OSError:\n    pass\n",
@@ -307,3 +317,29 @@ def test_the_benchmark_times_sandboxed_calls_and_forks():
   for key in ("sandboxed_start_ms", "sandboxed_read_ms_median", "sandboxed_write_ms_median"):
     assert out[key] > 0, key
   assert out["sandboxed_records"] == 22  # the generated one, the first, the timed writes
+
+
+@needs_sandbox
+def test_an_llm_world_model_serves_a_sandboxed_services_quarantined_tools(tmp_path):
+  synth, _ = synthesizer([BROKEN, BROKEN], tmp_path, revisions=1)
+  verdict = synth.synthesize(SPEC)
+  assert verdict.accepted and list(verdict.quarantined) == ["create_memo"]
+  insert = {"id": "memo_sim", "title": "Simulated"}
+  bad = {"patch": {"memos": {"insert": [{**insert, "colour": "red"}]}}, "observation": {}}
+  good = {"patch": {"memos": {"insert": [insert]}}, "observation": {"id": "memo_sim"}}
+  recorded = Recorded([json.dumps(bad), json.dumps(good)])
+  world_model = LLMWorldModel(client_for(recorded), "m", tmp_path / "cache")
+  cls = load_synthesized(verdict.module_path, reg=Registry(providers=()), world_model=world_model)
+  svc = cls.create(seed=0)
+  before = svc.fork()
+  assert svc.call("create_memo", {"title": "Simulated"}) == {
+    "ok": True,
+    "status": 200,
+    "data": {"id": "memo_sim"},
+  }
+  # the typed records live in the sandbox: it found the bad field, and the reason went back
+  assert "colour" in recorded.requests[1]["messages"][-1]["content"]
+  prompt = json.loads(recorded.requests[0]["messages"][1]["content"])
+  assert prompt["state"]["memos"]["fields"] == ["id", "title", "body", "pinned"]
+  assert svc.call("get_memo", {"memo_id": "memo_sim"})["data"]["title"] == "Simulated"
+  assert before.diff(svc)["memos"] == {"added": ["memo_sim"]}
