@@ -271,5 +271,6 @@ def load_compiled_library(
   if facets is not None:
     from compoworld.compiled_facets import register_facets  # imports the task author
 
-    register_facets([reg.get(n) for n in fresh], facets)
+    # generic facets come from compiled plans; a synthesized service has none to offer
+    register_facets([reg.get(n) for n in fresh if _compiled(reg.get(n))], facets)
   return loaded

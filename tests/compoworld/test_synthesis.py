@@ -12,6 +12,7 @@ from compoworld.build import (
   load_compiled_library,
   synthesize_entry,
 )
+from compoworld.facets import FacetRegistry
 from compoworld.llm import make_client
 from compoworld.registry import Registry
 from compoworld.sandbox import unavailable_reason
@@ -189,5 +190,5 @@ def test_the_build_hands_quarantined_services_to_synthesis_and_loads_the_result(
   manifest = {"compiler": COMPILER_VERSION, "services": [entry]}
   (tmp_path / "manifest.json").write_text(json.dumps(manifest))
   reg = Registry(providers=())
-  assert load_compiled_library(tmp_path, reg=reg) == ["memos"]
+  assert load_compiled_library(tmp_path, reg=reg, facets=FacetRegistry()) == ["memos"]
   assert reg.get("memos").__module__ == "compoworld_synthesized.memos"
