@@ -23,8 +23,10 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import json
+import logging
 import math
 import multiprocessing
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -81,12 +83,16 @@ def resolve_agent(
 AgentFactory = Callable[[], Agent]
 
 
-def agent_factory(agent: str | AgentFactory, agent_kwargs: dict[str, Any] | None = None):
-  """A function that makes a fresh agent: ``agent`` is a registered name or already one."""
+def agent_factory(
+  agent: str | AgentFactory, agent_kwargs: dict[str, Any] | None = None, *, check: bool = True
+):
+  """A function that makes a fresh agent: ``agent`` is a registered name or already one.
+  ``check`` makes one agent now, so a bad name or argument fails before any episode."""
   if callable(agent):
     return agent
   kwargs = dict(agent_kwargs or {})
-  make_agent(agent, **kwargs)  # a bad name or argument fails here, before any episode
+  if check:
+    make_agent(agent, **kwargs)
   return lambda: make_agent(agent, **kwargs)
 
 
@@ -150,6 +156,18 @@ def play_task(
 
 _JOB: tuple[Sequence[Task], AgentFactory, int, int] | None = None
 
+# Agents that hold JAX state: with workers > 1 each forked worker loads its own, since a process
+# forked after JAX has started its runtime deadlocks.
+_JAX_AGENTS = frozenset({"checkpoint"})
+
+
+def _jax_started() -> bool:
+  if "jax" not in sys.modules:
+    return False
+  from jax._src import xla_bridge
+
+  return xla_bridge.backends_are_initialized()
+
 
 def _play_index(i: int) -> dict[str, Any]:
   # Runs in a forked worker: the job was set before the fork, so agents built from closures
@@ -171,8 +189,10 @@ def evaluate(
 ) -> list[dict[str, Any]]:
   """Plays every task ``k`` times; one result per task, in task order.
 
-  ``workers`` > 1 plays tasks in forked processes; the results do not depend on it. An agent
-  holding accelerator state should run with one worker (or behind an endpoint).
+  ``workers`` > 1 plays tasks in forked processes; the results do not depend on it. A
+  checkpoint agent is then loaded in each worker (CPU only: on an accelerator serve it behind an
+  endpoint); once this process has started JAX, forking would deadlock, so it plays with one
+  worker and says so.
   """
   global _JOB
   if k < 1:
@@ -186,7 +206,16 @@ def evaluate(
   dupes = [i for i, n in collections.Counter(t.id for t in tasks).items() if n > 1]
   if dupes:
     raise ValueError(f"task ids must be unique; repeated: {', '.join(sorted(dupes)[:5])}")
-  make = agent_factory(agent, agent_kwargs)
+  parallel = workers > 1 and len(tasks) > 1
+  if parallel and _jax_started():
+    logging.warning(
+      "evaluate: JAX is already running in this process and a forked worker would deadlock; "
+      "playing %d tasks with one worker instead of %d",
+      len(tasks),
+      workers,
+    )
+    parallel = False
+  make = agent_factory(agent, agent_kwargs, check=not (parallel and agent in _JAX_AGENTS))
   bar = tqdm(total=len(tasks), desc="evaluate", disable=not progress, mininterval=1.0)
   results, passed, played = [], 0, 0
 
@@ -198,7 +227,7 @@ def evaluate(
     bar.set_postfix(pass_rate=f"{passed / played:.3f}", refresh=False)
     bar.update(1)
 
-  if workers > 1 and len(tasks) > 1:
+  if parallel:
     registry.names()  # import the library once, before forking
     _JOB = (tasks, make, k, max_turns)
     try:

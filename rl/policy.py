@@ -367,11 +367,14 @@ class Policy:
     seed: int = 0,
     constrained: bool | None = None,
     grammar_tools: Sequence[dict[str, Any]] | None = None,
+    fit: bool = False,
   ) -> Completion:
     """The next assistant turn for an OpenAI-style conversation; ``constrained`` (default: the
     policy's) decodes it under the tools' grammar when it may call tools: the grammar of
     ``grammar_tools`` when given (e.g. ``tools`` with enums, `rl.constrained.tools_with_enums`),
-    while the prompt still shows ``tools``."""
+    while the prompt still shows ``tools``. A ``max_tokens`` the context cannot hold is a
+    `RequestError`, or with ``fit`` (an agent's episode, as a rollout's turn budget) shortened to
+    what the context leaves."""
     if max_tokens is not None and max_tokens < 1:
       raise RequestError(f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
     if temperature < 0:
@@ -390,6 +393,8 @@ class Policy:
       )
     if max_tokens is None:
       max_tokens = min(self.default_max_tokens, budget)
+    if fit:
+      max_tokens = min(max_tokens, budget)
     if max_tokens > budget:
       raise RequestError(
         f"max_tokens={max_tokens} does not fit: the prompt is {len(prompt) + len(forced)} tokens "

@@ -73,6 +73,7 @@ class PolicyAgent(Agent):
         seed=self.seed * 100_003 + self._turn,
         constrained=self.constrained,
         grammar_tools=self._grammar_tools(tools) if self.constrained else None,
+        fit=True,  # near the end of the context a turn gets what is left
       )
     except ContextFull:
       # The context is full: the episode ends here and the verifier scores the state reached,

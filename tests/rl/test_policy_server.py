@@ -26,7 +26,7 @@ from compoworld.evaluation import evaluate, resolve_agent
 from compoworld.llm import make_client
 from models import abstract_model, get_config
 from rl.chat import IM_END
-from rl.policy import Policy, find_checkpoint, load_policy_parts, save_policy
+from rl.policy import Policy, RequestError, find_checkpoint, load_policy_parts, save_policy
 from rl.policy_agent import PolicyAgent
 from rl.policy_server import BackgroundServer, create_app
 
@@ -380,6 +380,31 @@ def test_a_malformed_turn_of_the_checkpoint_agent_gets_an_error_envelope(policy,
   assert envelopes[0]["ok"] is True  # the well-formed call of the same turn ran
   assert envelopes[1]["error"]["type"] == "malformed_call"
   assert sample["tool_calls"] == 2 and sample["tool_errors"] == 1
+
+
+def test_workers_fall_back_to_one_once_jax_runs_here(policy, tasks, caplog):
+  # A worker forked from a process whose JAX runtime has started deadlocks: evaluate plays in
+  # this process instead, and says so.
+  p = Scripted(policy.model, policy.tokenizer, ["I am done." + IM_END])
+  with caplog.at_level("WARNING"):
+    results = evaluate(tasks[:2], lambda: PolicyAgent(policy=p), workers=2, progress=False)
+  assert [r["task_id"] for r in results] == [t.id for t in tasks[:2]]
+  assert len(p.prompts) == 2  # both episodes ran here, against this process's policy
+  assert "one worker instead of 2" in caplog.text
+
+
+def test_near_the_end_of_the_context_the_agent_turn_gets_what_is_left(policy):
+  p = Scripted(policy.model, policy.tokenizer, ["I am done." + IM_END], max_context=MAX_CONTEXT)
+  messages = [{"role": "user", "content": "go"}]
+  prompt = len(p.prompt(messages, META_TOOLS)[0])
+  p.max_context = prompt + 3  # room for three generated ids, the agent asks for 50
+  with pytest.raises(RequestError, match="does not fit"):
+    p.chat(messages, META_TOOLS, max_tokens=50)  # a request (the server's 400) is not shortened
+  agent = PolicyAgent(policy=p, max_tokens=50)
+  msg = agent.act(messages, META_TOOLS)
+  assert p.sampling[-1]["max_tokens"] == 3 and msg["role"] == "assistant"
+  p.max_context = prompt  # no room at all: the episode ends with an empty turn
+  assert agent.act(messages, META_TOOLS) == {"role": "assistant", "content": ""}
 
 
 def test_checkpoint_agent_is_registered(run_dir, policy, tasks):
