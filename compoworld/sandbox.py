@@ -124,13 +124,16 @@ def _jail(files: dict[str, Path], limits: Limits, user: list[str], service: str)
   ``INSIDE`` → host path) bound read-only."""
   cmd = [bwrap(), "--unshare-all", *user, "--cap-drop", "ALL"]
   cmd += ["--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox"]
+  # The tmpfs first: binds made after it show through it, so an interpreter, a checkout or a
+  # virtual environment that lives under /tmp is still there.
+  cmd += ["--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/tmp"]
   for root in _read_only_roots():
     cmd += ["--ro-bind", str(root), str(root)]
   cmd += _system_links()
   cmd += ["--ro-bind", str(_PACKAGE), str(_PACKAGE)]
   for name, host in sorted(files.items()):
     cmd += ["--ro-bind", str(Path(host).resolve()), str(INSIDE / name)]
-  cmd += ["--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/tmp", "--chdir", "/tmp"]
+  cmd += ["--chdir", "/tmp"]
   return [*cmd, "--", sys.executable, "-I", "-B", str(_RUNNER), *_limit_args(limits), service]
 
 

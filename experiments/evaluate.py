@@ -2,11 +2,12 @@
 
 ``python -m experiments.evaluate --agent=oracle|openai:MODEL|checkpoint:DIR --tasks=FILE
 --workdir=DIR [--k=1] [--workers=1] [--base_url=URL] [--max_turns=128] [--max_tokens=N]
-[--max_context=8192] [--temperature=0] [--constrained]`` writes
+[--max_context=8192] [--temperature=0] [--constrained] [--grounded]`` writes
 ``DIR/results.jsonl`` (per task: every sample's trajectory and verdict), ``DIR/results.md``
 (the tables), PNG plots and ``DIR/summary.json`` (pass rate, rubric score, pass^k, breakdowns,
 and the split when the file came from ``experiments.split_tasks``). ``--constrained`` decodes a
-checkpoint's tool calls under the tools' grammar (``rl.constrained``), so they always parse.
+checkpoint's tool calls under the tools' grammar (``rl.constrained``), so they always parse;
+``--grounded`` copies their string arguments from the conversation (``rl.grounded``).
 ``openai:`` reads its key from ``$OPENAI_API_KEY`` and its endpoint from ``--base_url`` or
 ``$OPENAI_BASE_URL``.
 """
@@ -37,6 +38,11 @@ _MAX_CONTEXT = flags.DEFINE_integer(
 _CONSTRAINED = flags.DEFINE_bool(
   "constrained", False, "checkpoint: decode tool calls under the tools' JSON Schema grammar."
 )
+_GROUNDED = flags.DEFINE_bool(
+  "grounded",
+  False,
+  "checkpoint: copy the string arguments of tool calls from the conversation (rl.grounded).",
+)
 
 
 def main(argv):
@@ -48,9 +54,12 @@ def main(argv):
     agent_kwargs["max_context"] = _MAX_CONTEXT.value
     if _CONSTRAINED.value:
       agent_kwargs["constrained"] = True
-  elif _CONSTRAINED.value:
+    if _GROUNDED.value:
+      agent_kwargs["grounded"] = True
+  elif used := [f"--{f.name}" for f in (_CONSTRAINED, _GROUNDED) if f.value]:
     raise ValueError(
-      "--constrained is for --agent=checkpoint:DIR (an endpoint decodes its own way)"
+      f"{' and '.join(used)} {'is' if len(used) == 1 else 'are'} for --agent=checkpoint:DIR "
+      "(an endpoint decodes its own way)"
     )
   summary = run_evaluation(
     _TASKS.value,

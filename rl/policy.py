@@ -41,6 +41,7 @@ from flax import nnx
 from models import ModelConfig, Transformer, abstract_model, decode_step, prefill
 from rl.chat import IM_END, TOOL_CALL, ChatRenderer, ParsedAssistant
 from rl.constrained import Constraint, TokenConstraint, ToolCallGrammar, Vocabulary
+from rl.grounded import GroundedConstraint
 from rl.tokenizer import TOKENIZER_FILES, Tokenizer, load_tokenizer
 
 CONFIG_FILE = "config.json"
@@ -301,6 +302,12 @@ class Policy:
     conv = (renderer or self.renderer).conversation(messages)
     return conv.prompt_ids(), self.renderer.encode_text(forced)
 
+  def vocabulary(self) -> Vocabulary:
+    """Each token id's bytes and special symbols, for the decoding constraints (built once)."""
+    if self._vocab is None:
+      self._vocab = Vocabulary.from_tokenizer(self.tokenizer, self.renderer.special_ids)
+    return self._vocab
+
   def constraint(
     self, tools: Sequence[dict[str, Any]], tool_choice: Any, forced: Sequence[int] = ()
   ) -> Constraint:
@@ -312,9 +319,7 @@ class Policy:
       tools = [t for t in tools if t.get("function", t).get("name") == name]
     key = json.dumps(list(tools), sort_keys=True)
     if key not in self._grammars:
-      if self._vocab is None:
-        self._vocab = Vocabulary.from_tokenizer(self.tokenizer, self.renderer.special_ids)
-      self._grammars[key] = TokenConstraint(ToolCallGrammar(tools), self._vocab)
+      self._grammars[key] = TokenConstraint(ToolCallGrammar(tools), self.vocabulary())
       while len(self._grammars) > 8:
         self._grammars.popitem(last=False)
     self._grammars.move_to_end(key)
@@ -368,13 +373,15 @@ class Policy:
     constrained: bool | None = None,
     grammar_tools: Sequence[dict[str, Any]] | None = None,
     fit: bool = False,
+    grounded: bool = False,
   ) -> Completion:
     """The next assistant turn for an OpenAI-style conversation; ``constrained`` (default: the
     policy's) decodes it under the tools' grammar when it may call tools: the grammar of
     ``grammar_tools`` when given (e.g. ``tools`` with enums, `rl.constrained.tools_with_enums`),
     while the prompt still shows ``tools``. A ``max_tokens`` the context cannot hold is a
     `RequestError`, or with ``fit`` (an agent's episode, as a rollout's turn budget) shortened to
-    what the context leaves."""
+    what the context leaves. ``grounded`` copies the string arguments of ``call_tool`` calls from
+    the conversation (`rl.grounded`), over the grammar when ``constrained``."""
     if max_tokens is not None and max_tokens < 1:
       raise RequestError(f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
     if temperature < 0:
@@ -408,6 +415,13 @@ class Policy:
         extra["constraint"] = self.constraint(grammar_tools or tools, tool_choice, forced)
       except ValueError as err:
         raise RequestError(f"tools cannot be decoded under their grammar: {err}", "tools") from err
+    if grounded and tools and tool_choice != "none":
+      extra["constraint"] = GroundedConstraint(
+        self.vocabulary(),
+        self.renderer.decode(prompt).encode(),
+        inner=extra.get("constraint"),
+        forced=forced,
+      )
     generated = self.generate(prompt + forced, max_tokens, temperature, seed, **extra)
     ids = forced + generated
     text = self.renderer.decode(ids)

@@ -4,6 +4,7 @@
 Loaded policies are cached per directory, so the fresh agent the evaluation harness makes for
 every sample reuses the weights and the compiled programs. ``constrained=True`` decodes every
 turn's tool calls under the tools' grammar (``rl.constrained``): they always parse.
+``grounded=True`` copies their string arguments from the conversation (``rl.grounded``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class PolicyAgent(Agent):
     max_context: int = 8192,
     default_max_tokens: int = 1024,
     constrained: bool = False,
+    grounded: bool = False,
   ):
     if (checkpoint_dir is None) == (policy is None):
       raise ValueError("PolicyAgent needs exactly one of checkpoint_dir and policy")
@@ -44,7 +46,7 @@ class PolicyAgent(Agent):
       policy = _load(str(Path(checkpoint_dir).absolute()), max_context, default_max_tokens)
     self.policy, self.temperature, self.max_tokens = policy, temperature, max_tokens
     self.seed, self._turn = seed, 0
-    self.constrained = constrained
+    self.constrained, self.grounded = constrained, grounded
     self._library: tuple[list[str], list[str]] | None = None
 
   def reset(self, task) -> None:
@@ -74,6 +76,7 @@ class PolicyAgent(Agent):
         constrained=self.constrained,
         grammar_tools=self._grammar_tools(tools) if self.constrained else None,
         fit=True,  # near the end of the context a turn gets what is left
+        grounded=self.grounded,
       )
     except ContextFull:
       # The context is full: the episode ends here and the verifier scores the state reached,

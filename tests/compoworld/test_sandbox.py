@@ -343,3 +343,14 @@ def test_an_llm_world_model_serves_a_sandboxed_services_quarantined_tools(tmp_pa
   assert prompt["state"]["memos"]["fields"] == ["id", "title", "body", "pinned"]
   assert svc.call("get_memo", {"memo_id": "memo_sim"})["data"]["title"] == "Simulated"
   assert before.diff(svc)["memos"] == {"added": ["memo_sim"]}
+
+
+def test_a_checkout_under_tmp_stays_visible_in_the_jail(monkeypatch):
+  # The jail's own /tmp is a tmpfs: mounted after the read-only binds it would hide an
+  # interpreter, virtual environment or checkout that lives under /tmp (a fresh clone there).
+  monkeypatch.setattr(sandbox, "bwrap", lambda: "bwrap")
+  monkeypatch.setattr(sandbox, "_read_only_roots", lambda: [Path("/usr"), Path("/tmp/clone/.venv")])
+  cmd = sandbox._jail({}, sandbox.Limits(), [], "svc")
+  binds = [cmd[i + 2] for i, a in enumerate(cmd) if a == "--ro-bind"]
+  assert "/tmp/clone/.venv" in binds
+  assert cmd.index("--tmpfs") < cmd.index("--ro-bind")

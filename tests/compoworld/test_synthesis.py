@@ -144,6 +144,7 @@ def test_failing_own_tests_reject_the_module():
   assert report["error"] == "its own tests fail: test_wrong"
 
 
+@needs_sandbox  # synthesis refuses to start without one, whatever the answer
 def test_a_module_that_never_works_quarantines_every_tool(tmp_path):
   synth, _ = synthesizer(["no code, sorry"], tmp_path, revisions=0)
   verdict = synth.synthesize(SPEC)

@@ -4,6 +4,7 @@ and with a random tiny model, and the policy server's ``tool_choice="required"``
 
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -362,6 +363,52 @@ def test_a_named_tool_choice_constrains_to_that_tool(fake):
   for seed in range(4):
     c = fake.chat(HI, ENUM_TOOLS, choice, 1.0, 80, seed, constrained=True)
     check_calls(c, ENUM_TOOLS, name="call_tool")
+
+
+# call_tool with a string to pass on: a grounded value, three containers deep as the real one's.
+QUERY_TOOL = {
+  "type": "function",
+  "function": {
+    "name": "call_tool",
+    "parameters": {
+      "type": "object",
+      "properties": {
+        "service": {"type": "string", "enum": ["crm"]},
+        "arguments": {
+          "type": "object",
+          "properties": {
+            "query": {"type": "string"},
+            "ids": {"type": "array", "items": {"type": "string"}},
+          },
+          "required": ["query", "ids"],
+        },
+      },
+      "required": ["service", "arguments"],
+    },
+  },
+}
+
+
+def test_grounded_calls_copy_their_string_arguments_from_the_conversation(fake):
+  messages = [
+    {"role": "user", "content": 'Find the "Juniper vendor onboarding" invoice inv_edff9e11.'}
+  ]
+  prompt = fake.renderer.decode(fake.prompt(messages, [QUERY_TOOL], "required")[0])
+  copied, free = [], []
+  for seed in range(8):
+    for grounded, out in ((True, copied), (False, free)):
+      c = fake.chat(
+        messages, [QUERY_TOOL], "required", 1.0, 160, seed, constrained=True, grounded=grounded
+      )
+      for call in c.parsed.tool_calls:  # the calls made whole before the budget ran out
+        out += [call["arguments"]["arguments"]["query"], *call["arguments"]["arguments"]["ids"]]
+  # Random logits write strings into the passed-on arguments; grounded, each is a whole-word
+  # copy out of the prompt (the model still picks which), ungrounded almost none is.
+  words = lambda v: re.fullmatch(r"[\w#@+$(-](.*[\w)])?", v) is not None  # noqa: E731
+  assert len(copied) >= 8 and all(v in prompt and words(v) for v in copied), [
+    v for v in copied if not (v in prompt and words(v))
+  ]
+  assert sum(v in prompt for v in free) < len(free) / 4, free
 
 
 def test_auto_leaves_content_free_and_calls_valid(fake):

@@ -1,0 +1,141 @@
+"""Grounded decoding (rl.grounded): which string values are copied, and the copy mask."""
+
+import json
+
+import numpy as np
+
+from rl.constrained import CALL_END_SYM, CALL_SYM, SPECIAL_BASE, SPECIALS, Vocabulary
+from rl.grounded import GroundedConstraint, JsonScanner
+
+WORDS = ["Juniper", " vendor", " onboarding", "Atlas", '"}', "inv_", "ed", "ff", '\\"']
+
+
+def toy_vocab():
+  """Every byte, a few words, then the chat's specials; returns the vocabulary and word -> id."""
+  symbols = [(b,) for b in range(256)] + [tuple(w.encode()) for w in WORDS]
+  symbols += [(SPECIAL_BASE + k,) for k in range(len(SPECIALS))]
+  ids = {w: 256 + k for k, w in enumerate(WORDS)}
+  ids.update({s: 256 + len(WORDS) + k for k, s in enumerate(SPECIALS)})
+  return Vocabulary(symbols), ids
+
+
+CALL = {
+  "name": "call_tool",
+  "arguments": {
+    "service": "invoicing",
+    "tool": "list_invoices",
+    "arguments": {"query": "Juniper", "limit": 10, "tags": ["a", "b"], "done": True},
+  },
+}
+
+
+def grounded_chars(text: str, depth: int = 3) -> str:
+  """The characters of ``text`` (a call's JSON) written while the scanner says grounding."""
+  vocab, _ = toy_vocab()
+  g = GroundedConstraint(vocab, b"", depth=depth)
+  g.scanner.feed(CALL_SYM)
+  out = []
+  for ch in text:
+    if g.grounding:
+      out.append(ch)
+    g.scanner.feed(ord(ch))
+  return "".join(out)
+
+
+def test_only_the_string_values_call_tool_passes_on_are_grounded():
+  text = json.dumps(CALL)
+  # The quote that closes each value is written while grounding: it ends the copy.
+  assert grounded_chars(text) == 'Juniper"a"b"'
+  # One level up, the service and tool names are values too.
+  assert grounded_chars(text, depth=2) == 'invoicing"list_invoices"Juniper"a"b"'
+
+
+def test_the_scanner_resets_at_each_call_and_stops_after_it():
+  s = JsonScanner()
+  for ch in '{"a": {"b": {"c": "x':
+    s.feed(ord(ch))
+  assert not s.in_call  # text before a <tool_call> is not JSON to track
+  s.feed(CALL_SYM)
+  for ch in '{"a": {"b": {"c": "x':
+    s.feed(ord(ch))
+  assert s.in_call and s.in_string and s.is_value and s.depth == 3 and s.value == b"x"
+  s.feed(CALL_END_SYM)
+  assert not s.in_call and s.depth == 0
+
+
+def test_escaped_quotes_stay_inside_the_value():
+  s = JsonScanner()
+  s.feed(CALL_SYM)
+  for ch in '{"a": "say \\"hi\\" now':
+    s.feed(ord(ch))
+  assert s.in_string and s.value == b'say \\"hi\\" now'
+
+
+def _start(context: bytes, written: str):
+  vocab, ids = toy_vocab()
+  g = GroundedConstraint(vocab, context)
+  g.advance(ids["<tool_call>"])
+  for ch in written:
+    g.advance(ord(ch))
+  return g, ids
+
+
+PREFIX = '{"name": "call_tool", "arguments": {"service": "invoicing", "tool": "t", "arguments": '
+CONTEXT = b'Find the "Juniper vendor onboarding" invoice inv_edff9e11 please'
+
+
+def test_a_grounded_value_only_continues_a_substring_of_the_context():
+  g, ids = _start(CONTEXT, PREFIX + '{"query": "')
+  assert g.grounding
+  mask = g.allowed()
+  assert mask[ids["Juniper"]] and mask[ord("J")] and mask[ids["inv_"]]
+  assert not mask[ids["Atlas"]] and not mask[ord("Z")]
+  # A copy starts where a word does: "n" occurs in the context, never at a word's start.
+  assert mask[ord("i")] and not mask[ord("n")] and not mask[ord('"')]
+  g.advance(ids["Juniper"])
+  mask = g.allowed()
+  assert mask[ids[" vendor"]] and not mask[ids[" onboarding"]] and not mask[ord("x")]
+  assert mask[ord('"')] and mask[ids['"}']]  # the value may end here: "Juniper" is a copy
+  for token in (" vendor", " onboarding"):
+    g.advance(ids[token])
+  assert set(np.flatnonzero(g.allowed())) == {ord('"'), ids['"}']}  # nothing follows but the quote
+  g.advance(ids['"}'])
+  assert not g.grounding and g.allowed().all()  # after the value: the model writes freely
+
+
+def test_ids_are_copied_token_by_token_and_keys_and_numbers_are_free():
+  g, ids = _start(CONTEXT, PREFIX + '{"invoice_id": "inv_')
+  mask = g.allowed()
+  assert mask[ids["ed"]] and not mask[ids["ff"]]  # only what follows "inv_" in the context
+  g.advance(ids["ed"])
+  assert not g.allowed()[ord('"')]  # "inv_ed" is a piece of an id: it cannot end there
+  for ch in "ff9e11":
+    g.advance(ord(ch))
+  assert g.allowed()[ord('"')] and not g.allowed()[ord("1")]  # the whole id can
+  g, _ = _start(CONTEXT, PREFIX + '{"lim')
+  assert not g.grounding and g.allowed().all()  # a key
+  g, _ = _start(CONTEXT, PREFIX + '{"limit": 1')
+  assert not g.grounding and g.allowed()[[ord(c) for c in "0123456789.,} "]].all()  # a number
+
+
+def test_the_mask_never_empties_and_wraps_the_inner_constraint():
+  class Inner:
+    def __init__(self, size):
+      self.mask, self.fed = np.zeros(size, bool), []
+
+    def allowed(self, budget=None):
+      return self.mask
+
+    def advance(self, token):
+      self.fed.append(token)
+
+  vocab, ids = toy_vocab()
+  inner = Inner(vocab.size)
+  inner.mask[ids["Atlas"]] = True  # the grammar allows only a token the context lacks
+  g = GroundedConstraint(vocab, CONTEXT, inner=inner, forced=[ids["<tool_call>"]])
+  assert inner.fed == []  # forced ids are the inner constraint's own business
+  for ch in PREFIX + '{"q": "':
+    g.advance(ord(ch))
+  assert g.grounding
+  assert list(np.flatnonzero(g.allowed())) == [ids["Atlas"]]  # the inner mask, not an empty one
+  assert len(inner.fed) == len(PREFIX) + len('{"q": "')
