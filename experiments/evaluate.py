@@ -6,8 +6,9 @@
 ``DIR/results.jsonl`` (per task: every sample's trajectory and verdict), ``DIR/results.md``
 (the tables), PNG plots and ``DIR/summary.json`` (pass rate, rubric score, pass^k, breakdowns,
 and the split when the file came from ``experiments.split_tasks``). ``--constrained`` decodes a
-checkpoint's tool calls under the tools' grammar (``rl.constrained``), so they always parse;
-``--grounded`` copies their string arguments from the conversation (``rl.grounded``).
+checkpoint's tool calls under the tools' grammar (``rl.constrained``; what ``call_tool`` passes on
+under the called tool's schema, ``rl.arguments``), so they always parse;
+``--grounded`` copies the strings they pass on from the conversation (``rl.arguments``).
 ``openai:`` reads its key from ``$OPENAI_API_KEY`` and its endpoint from ``--base_url`` or
 ``$OPENAI_BASE_URL``.
 """
@@ -41,7 +42,7 @@ _CONSTRAINED = flags.DEFINE_bool(
 _GROUNDED = flags.DEFINE_bool(
   "grounded",
   False,
-  "checkpoint: copy the string arguments of tool calls from the conversation (rl.grounded).",
+  "checkpoint: copy the strings tool calls pass on from the conversation (rl.arguments).",
 )
 
 

@@ -39,9 +39,9 @@ import orbax.checkpoint as ocp
 from flax import nnx
 
 from models import ModelConfig, Transformer, abstract_model, decode_step, prefill
+from rl.arguments import ArgumentConstraint, Schemas
 from rl.chat import IM_END, TOOL_CALL, ChatRenderer, ParsedAssistant
 from rl.constrained import Constraint, TokenConstraint, ToolCallGrammar, Vocabulary
-from rl.grounded import GroundedConstraint
 from rl.tokenizer import TOKENIZER_FILES, Tokenizer, load_tokenizer
 
 CONFIG_FILE = "config.json"
@@ -374,14 +374,16 @@ class Policy:
     grammar_tools: Sequence[dict[str, Any]] | None = None,
     fit: bool = False,
     grounded: bool = False,
+    schemas: Schemas | None = None,
   ) -> Completion:
     """The next assistant turn for an OpenAI-style conversation; ``constrained`` (default: the
     policy's) decodes it under the tools' grammar when it may call tools: the grammar of
     ``grammar_tools`` when given (e.g. ``tools`` with enums, `rl.constrained.tools_with_enums`),
     while the prompt still shows ``tools``. A ``max_tokens`` the context cannot hold is a
     `RequestError`, or with ``fit`` (an agent's episode, as a rollout's turn budget) shortened to
-    what the context leaves. ``grounded`` copies the string arguments of ``call_tool`` calls from
-    the conversation (`rl.grounded`), over the grammar when ``constrained``."""
+    what the context leaves. What ``call_tool`` passes on is typed by the called tool's input
+    schema from ``schemas`` (``(service, tool)`` → schema) and, with ``grounded``, its strings
+    are copied from the conversation (`rl.arguments`); over the grammar when ``constrained``."""
     if max_tokens is not None and max_tokens < 1:
       raise RequestError(f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
     if temperature < 0:
@@ -415,11 +417,13 @@ class Policy:
         extra["constraint"] = self.constraint(grammar_tools or tools, tool_choice, forced)
       except ValueError as err:
         raise RequestError(f"tools cannot be decoded under their grammar: {err}", "tools") from err
-    if grounded and tools and tool_choice != "none":
-      extra["constraint"] = GroundedConstraint(
+    if (grounded or schemas) and tools and tool_choice != "none":
+      extra["constraint"] = ArgumentConstraint(
         self.vocabulary(),
         self.renderer.decode(prompt).encode(),
         inner=extra.get("constraint"),
+        ground=grounded,
+        schemas=schemas,
         forced=forced,
       )
     generated = self.generate(prompt + forced, max_tokens, temperature, seed, **extra)

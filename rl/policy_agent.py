@@ -3,8 +3,9 @@
 
 Loaded policies are cached per directory, so the fresh agent the evaluation harness makes for
 every sample reuses the weights and the compiled programs. ``constrained=True`` decodes every
-turn's tool calls under the tools' grammar (``rl.constrained``): they always parse.
-``grounded=True`` copies their string arguments from the conversation (``rl.grounded``).
+turn's tool calls under the tools' grammar (``rl.constrained``): they always parse, name a tool
+of the library and pass it only its own parameters, enums from its schema (``rl.arguments``).
+``grounded=True`` copies the other strings they pass on from the conversation.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from compoworld.agents import Agent, register_agent
+from rl.arguments import tool_schemas
 from rl.constrained import tools_with_enums
 from rl.policy import ContextFull, Policy
 
@@ -48,6 +50,7 @@ class PolicyAgent(Agent):
     self.seed, self._turn = seed, 0
     self.constrained, self.grounded = constrained, grounded
     self._library: tuple[list[str], list[str]] | None = None
+    self._schemas: dict[tuple[str, str], dict[str, Any]] | None = None
 
   def reset(self, task) -> None:
     self._turn = 0
@@ -63,6 +66,14 @@ class PolicyAgent(Agent):
       self._library = (services, sorted(names))
     return tools_with_enums(tools, *self._library)
 
+  def _tool_schemas(self) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every library tool's input schema: what a constrained ``call_tool`` may pass it."""
+    if self._schemas is None:
+      from compoworld.registry import registry
+
+      self._schemas = tool_schemas(registry)
+    return self._schemas
+
   def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
     # A different seed per turn: sampled turns must not repeat one another.
     self._turn += 1
@@ -77,6 +88,7 @@ class PolicyAgent(Agent):
         grammar_tools=self._grammar_tools(tools) if self.constrained else None,
         fit=True,  # near the end of the context a turn gets what is left
         grounded=self.grounded,
+        schemas=self._tool_schemas() if self.constrained else None,
       )
     except ContextFull:
       # The context is full: the episode ends here and the verifier scores the state reached,

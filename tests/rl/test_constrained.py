@@ -411,6 +411,45 @@ def test_grounded_calls_copy_their_string_arguments_from_the_conversation(fake):
   assert sum(v in prompt for v in free) < len(free) / 4, free
 
 
+def test_typed_calls_pass_the_called_tool_only_its_own_parameters(fake):
+  # Each (service, tool) takes its own keys, one of them a required enum: under the typed
+  # constraint every call passes a valid object, without it random logits never do.
+  schemas = {
+    (service, tool): {
+      "type": "object",
+      "properties": {
+        f"{tool}_status": {"type": "string", "enum": ["open", "closed"]},
+        "limit": {},  # the type of a value that is not an enum is left to the service
+      },
+      "required": [f"{tool}_status"],
+      "additionalProperties": False,
+    }
+    for service in SERVICES
+    for tool in TOOLS
+  }
+  choice = {"type": "function", "function": {"name": "call_tool"}}
+  typed = untyped = 0
+  for seed in range(6):
+    c = fake.chat(HI, ENUM_TOOLS, choice, 1.0, 160, seed, constrained=True, schemas=schemas)
+    for call in c.parsed.tool_calls:
+      args = call["arguments"]
+      jsonschema.validate(args["arguments"], schemas[args["service"], args["tool"]])
+      typed += 1
+    c = fake.chat(HI, ENUM_TOOLS, choice, 1.0, 160, seed, constrained=True)
+    for call in c.parsed.tool_calls:
+      args = call["arguments"]
+      untyped += is_valid_args(args.get("arguments"), schemas[args["service"], args["tool"]])
+  assert typed >= 6 and untyped == 0
+
+
+def is_valid_args(value, schema):
+  try:
+    jsonschema.validate(value, schema)
+  except jsonschema.ValidationError:
+    return False
+  return True
+
+
 def test_auto_leaves_content_free_and_calls_valid(fake):
   for seed in range(6):
     c = fake.chat(HI, META_TOOLS, "auto", 1.0, 60, seed, constrained=True)

@@ -1,11 +1,11 @@
-"""Grounded decoding (rl.grounded): which string values are copied, and the copy mask."""
+"""What call_tool passes on (rl.arguments): typed by the tool's schema, grounded in the context."""
 
 import json
 
 import numpy as np
 
 from rl.constrained import CALL_END_SYM, CALL_SYM, SPECIAL_BASE, SPECIALS, Vocabulary
-from rl.grounded import GroundedConstraint, JsonScanner
+from rl.arguments import ArgumentConstraint, JsonScanner
 
 WORDS = ["Juniper", " vendor", " onboarding", "Atlas", '"}', "inv_", "ed", "ff", '\\"']
 
@@ -29,10 +29,10 @@ CALL = {
 }
 
 
-def grounded_chars(text: str, depth: int = 3) -> str:
+def grounded_chars(text: str) -> str:
   """The characters of ``text`` (a call's JSON) written while the scanner says grounding."""
   vocab, _ = toy_vocab()
-  g = GroundedConstraint(vocab, b"", depth=depth)
+  g = ArgumentConstraint(vocab, b"")
   g.scanner.feed(CALL_SYM)
   out = []
   for ch in text:
@@ -46,8 +46,6 @@ def test_only_the_string_values_call_tool_passes_on_are_grounded():
   text = json.dumps(CALL)
   # The quote that closes each value is written while grounding: it ends the copy.
   assert grounded_chars(text) == 'Juniper"a"b"'
-  # One level up, the service and tool names are values too.
-  assert grounded_chars(text, depth=2) == 'invoicing"list_invoices"Juniper"a"b"'
 
 
 def test_the_scanner_resets_at_each_call_and_stops_after_it():
@@ -73,7 +71,7 @@ def test_escaped_quotes_stay_inside_the_value():
 
 def _start(context: bytes, written: str):
   vocab, ids = toy_vocab()
-  g = GroundedConstraint(vocab, context)
+  g = ArgumentConstraint(vocab, context)
   g.advance(ids["<tool_call>"])
   for ch in written:
     g.advance(ord(ch))
@@ -132,10 +130,69 @@ def test_the_mask_never_empties_and_wraps_the_inner_constraint():
   vocab, ids = toy_vocab()
   inner = Inner(vocab.size)
   inner.mask[ids["Atlas"]] = True  # the grammar allows only a token the context lacks
-  g = GroundedConstraint(vocab, CONTEXT, inner=inner, forced=[ids["<tool_call>"]])
+  g = ArgumentConstraint(vocab, CONTEXT, inner=inner, forced=[ids["<tool_call>"]])
   assert inner.fed == []  # forced ids are the inner constraint's own business
   for ch in PREFIX + '{"q": "':
     g.advance(ord(ch))
   assert g.grounding
   assert list(np.flatnonzero(g.allowed())) == [ids["Atlas"]]  # the inner mask, not an empty one
   assert len(inner.fed) == len(PREFIX) + len('{"q": "')
+
+
+SCHEMAS = {
+  ("invoicing", "t"): {
+    "type": "object",
+    "properties": {
+      "query": {"type": "string"},
+      "status": {"type": "string", "enum": ["sent", "paid"]},
+      "limit": {"type": "integer"},
+    },
+    "required": ["status"],
+  }
+}
+
+
+def _typed(written: str, ground: bool = True):
+  vocab, ids = toy_vocab()
+  g = ArgumentConstraint(vocab, CONTEXT, ground=ground, schemas=SCHEMAS)
+  g.advance(ids["<tool_call>"])
+  for ch in written:
+    g.advance(ord(ch))
+  return g.allowed(), ids
+
+
+def test_keys_are_the_called_tools_parameters_each_once():
+  mask, _ = _typed(PREFIX + '{"')
+  assert mask[ord("q")] and mask[ord("s")] and mask[ord("l")] and not mask[ord("x")]
+  mask, _ = _typed(PREFIX + '{"lim')
+  assert mask[ord("i")] and not mask[ord('"')]  # "lim" is not a parameter yet
+  mask, _ = _typed(PREFIX + '{"limit')
+  assert mask[ord('"')]
+  mask, _ = _typed(PREFIX + '{"query": "Juniper", "')
+  assert not mask[ord("q")] and mask[ord("s")]  # query is there already
+  # A tool the schemas do not know (or not yet named) leaves the keys free.
+  mask, _ = _typed(PREFIX.replace('"t"', '"other"') + '{"')
+  assert mask[ord("x")]
+
+
+def test_an_enum_parameter_takes_one_of_its_values():
+  mask, _ = _typed(PREFIX + '{"status":')
+  assert mask[ord(" ")] and mask[ord('"')] and not mask[ord("1")] and not mask[ord("t")]
+  mask, ids = _typed(PREFIX + '{"status": "')
+  assert mask[ord("s")] and mask[ord("p")] and not mask[ids["Juniper"]] and not mask[ord('"')]
+  mask, _ = _typed(PREFIX + '{"status": "se')
+  assert mask[ord("n")] and not mask[ord('"')]
+  mask, ids = _typed(PREFIX + '{"status": "sent')
+  assert mask[ord('"')] and mask[ids['"}']] and not mask[ord("s")]
+
+
+def test_the_object_closes_only_with_its_required_keys():
+  mask, ids = _typed(PREFIX + '{"query": "Juniper')
+  assert mask[ord('"')] and not mask[ids['"}']]  # "}" would close it without a status
+  mask, _ = _typed(PREFIX + '{"query": "Juniper"')
+  assert mask[ord(",")] and not mask[ord("}")]
+  mask, ids = _typed(PREFIX + '{"query": "Juniper", "status": "paid')
+  assert mask[ids['"}']]
+  # Typed without grounding: any query, the same keys and enums.
+  mask, ids = _typed(PREFIX + '{"query": "', ground=False)
+  assert mask[ids["Atlas"]] and mask[ord("Z")]
