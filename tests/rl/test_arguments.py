@@ -4,8 +4,8 @@ import json
 
 import numpy as np
 
-from rl.constrained import CALL_END_SYM, CALL_SYM, SPECIAL_BASE, SPECIALS, Vocabulary
 from rl.arguments import ArgumentConstraint, JsonScanner
+from rl.constrained import CALL_END_SYM, CALL_SYM, SPECIAL_BASE, SPECIALS, Vocabulary
 
 WORDS = ["Juniper", " vendor", " onboarding", "Atlas", '"}', "inv_", "ed", "ff", '\\"']
 
