@@ -71,6 +71,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.eval.max_new_tokens = 128  # tokens per assistant turn
   c.eval.max_context = c.sft.data.seq_len  # prompt + generated, as trained; when full: episode ends
   c.eval.temperature = 0.0  # greedy
+  # Each policy is scored decoding freely and under the typed grammar with grounded strings
+  # (rl.pipeline.DECODINGS: "free", "constrained", "grounded", "constrained+grounded").
+  c.eval.decodings = ("free", "constrained+grounded")
 
   if variant == "composed":
     c.tasks.num_services = 2

@@ -40,6 +40,32 @@ from rl.policy import POLICY_DIR
 STAGES = ("library", "tasks", "split", "trajectories", "sft", "grpo", "eval")
 #: The policies evaluated, in order.
 POLICIES = ("before_sft", "after_sft", "after_grpo")
+#: How the checkpoint agent decodes its tool calls in an evaluation (``configs/demo.py``'s
+#: ``eval.decodings``): freely, under the tools' grammar typed by each tool's schema
+#: (``rl.constrained``, ``rl.arguments``), with the strings passed on copied from the
+#: conversation, or both. Each policy is scored under each; "free" is its plain row.
+DECODINGS = {
+  "free": {},
+  "constrained": {"constrained": True},
+  "grounded": {"grounded": True},
+  "constrained+grounded": {"constrained": True, "grounded": True},
+}
+
+
+def eval_name(policy: str, decoding: str) -> str:
+  """The evaluation of ``policy`` under ``decoding``: its key in summaries and its folder."""
+  return policy if decoding == "free" else f"{policy}+{decoding}"
+
+
+def check_decodings(decodings) -> tuple[str, ...]:
+  """``decodings`` as a tuple if each is one of `DECODINGS`; a ValueError otherwise."""
+  decodings = tuple(decodings)
+  bad = [d for d in decodings if d not in DECODINGS]
+  if bad or not decodings:
+    raise ValueError(
+      f"eval.decodings must name some of {', '.join(DECODINGS)}; got {list(decodings)}"
+    )
+  return decodings
 
 
 # --- progress --------------------------------------------------------------------------------
@@ -150,10 +176,13 @@ def evaluate_policy(
   cfg: ml_collections.ConfigDict,
   seed: int = 0,
   progress: bool = True,
+  decoding: str = "free",
 ) -> dict[str, Any]:
-  """The policy in ``policy_dir`` on a task file (``cfg`` as ``configs/demo.py``'s ``eval``):
-  writes ``results.jsonl``, ``results.md`` and ``summary.json`` under ``workdir`` and returns
-  the summary, with the split recorded when the file is a split's ``eval.jsonl``."""
+  """The policy in ``policy_dir`` on a task file (``cfg`` as ``configs/demo.py``'s ``eval``),
+  decoding its tool calls as `DECODINGS` says: writes ``results.jsonl``, ``results.md`` and
+  ``summary.json`` under ``workdir`` and returns the summary, with the split recorded when the
+  file is a split's ``eval.jsonl``."""
+  check_decodings([decoding])
   summary = run_evaluation(
     tasks_file,
     workdir,
@@ -166,6 +195,7 @@ def evaluate_policy(
       "seed": seed,
       "max_context": cfg.max_context,
       "default_max_tokens": cfg.max_new_tokens,
+      **DECODINGS[decoding],
     },
     progress=progress,
     plots=False,
@@ -235,11 +265,12 @@ def run(
   unknown = sorted(set(stages) - set(STAGES))
   if unknown:
     raise ValueError(f"unknown stages {unknown}; valid: {', '.join(STAGES)}")
+  decodings = check_decodings(config.eval.get("decodings", ("free",)))
   wd = Path(workdir)
   wd.mkdir(parents=True, exist_ok=True)
   names = [s for s in STAGES if s in stages and s != "eval"]
   if "eval" in stages:
-    names += [f"eval {p}" for p in POLICIES]
+    names += [f"eval {eval_name(p, d)}" for p in POLICIES for d in decodings]
   stage = Stages([*names, "report"])
   paths = {
     "library": wd / "library",
@@ -331,16 +362,20 @@ def run(
       **{k: oracle[k] for k in ("tool_error_rate", "mean_turns", "mean_tool_calls")},
     }
   }
-  for name in POLICIES:
-    out = wd / "eval" / name
-    if "eval" in stages and name in policies:
-      with stage(f"eval {name}"):
-        summary = evaluate_policy(policies[name], eval_tasks, out, config.eval, config.seed)
-    elif (out / "summary.json").is_file():
-      summary = _read_json(out / "summary.json", "eval")
-    else:
-      continue
-    evaluations[name] = summary
+  for policy in POLICIES:
+    for decoding in decodings:
+      name = eval_name(policy, decoding)
+      out = wd / "eval" / name
+      if "eval" in stages and policy in policies:
+        with stage(f"eval {name}"):
+          summary = evaluate_policy(
+            policies[policy], eval_tasks, out, config.eval, config.seed, decoding=decoding
+          )
+      elif (out / "summary.json").is_file():
+        summary = _read_json(out / "summary.json", "eval")
+      else:
+        continue
+      evaluations[name] = summary
 
   # Stages left out this time keep the wall time of the run that made their files.
   earlier = wd / "summary.json"

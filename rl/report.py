@@ -24,10 +24,24 @@ _COLUMNS = ("tasks", "pass_rate", "rubric_score", "tool_error_rate", "mean_turns
 
 
 def _stage_order(name: str) -> int:
-  from rl.pipeline import POLICIES, STAGES
+  from rl.pipeline import DECODINGS, POLICIES, STAGES, eval_name
 
-  order = [s for s in STAGES if s != "eval"] + [f"eval {p}" for p in POLICIES] + ["report"]
+  evals = [f"eval {eval_name(p, d)}" for p in POLICIES for d in DECODINGS]
+  order = [s for s in STAGES if s != "eval"] + evals + ["report"]
   return order.index(name) if name in order else len(order)
+
+
+def _rows(evaluations: dict[str, Any]) -> list[tuple[str, str]]:
+  """(key, label) of the evaluations present, in table order: each policy, then the same
+  policy under each other decoding."""
+  from rl.pipeline import DECODINGS, eval_name
+
+  rows = []
+  for n, label in ROWS.items():
+    for d in ["free"] if n == "oracle" else DECODINGS:
+      if (key := eval_name(n, d)) in evaluations:
+        rows.append((key, label if d == "free" else f"{label}, {d} decoding"))
+  return rows
 
 
 def wilson_interval(passed: float, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -221,10 +235,9 @@ def write_report(
   lines += _table(
     ["agent", *_COLUMNS[:2], "pass rate 95% interval", *_COLUMNS[2:]],
     [
-      [ROWS[n], *(evaluations[n][c] for c in _COLUMNS[:2]), _pass_interval(evaluations[n])]
+      [label, *(evaluations[n][c] for c in _COLUMNS[:2]), _pass_interval(evaluations[n])]
       + [evaluations[n][c] for c in _COLUMNS[2:]]
-      for n in ROWS
-      if n in evaluations
+      for n, label in _rows(evaluations)
     ],
   )
   last = next((n for n in ("after_grpo", "after_sft", "before_sft") if n in evaluations), None)

@@ -40,6 +40,10 @@ def test_bad_stages_and_missing_inputs_fail_clearly(tmp_path):
     run(get_config("test"), tmp_path, ["library", "rl"])
   with pytest.raises(FileNotFoundError, match="run the 'library' stage first"):
     run(get_config("test"), tmp_path, ["eval"])
+  config = get_config("test")
+  config.eval.decodings = ("free", "beam")
+  with pytest.raises(ValueError, match="eval.decodings must name some of free, constrained"):
+    run(config, tmp_path, ["eval"])
 
 
 def test_one_per_composition_keeps_the_first_task_of_each_service_set(tasks):
@@ -56,6 +60,9 @@ def test_pipeline_end_to_end_at_a_minimal_size(tmp_path):
   assert on_disk["tasks"] == summary["tasks"] > 0
   assert 0 < on_disk["sft_trajectories"] <= on_disk["tasks"]
   names = ["before_sft", "after_sft", *(["after_grpo"] if HAS_GRPO else [])]
+  # every policy is scored decoding freely and under the typed grammar with grounded strings
+  names += [f"{n}+constrained+grounded" for n in names]
+  assert set(on_disk["evaluation"]) == {"oracle", *names}
   for name in ["oracle", *names]:
     row = on_disk["evaluation"][name]
     assert 0 <= row["pass_rate"] <= row["rubric_score"] <= 1, (name, row)
@@ -70,6 +77,7 @@ def test_pipeline_end_to_end_at_a_minimal_size(tmp_path):
   report = (tmp_path / "report.md").read_text()
   for heading in ("## Service library", "## Tasks", "## Held-out evaluation", "Example trajectory"):
     assert heading in report
+  assert "| policy after SFT, constrained+grounded decoding |" in report
   assert (tmp_path / "sft_loss.png").stat().st_size > 1000
   if HAS_GRPO:
     assert (tmp_path / "grpo_curves.png").stat().st_size > 1000
