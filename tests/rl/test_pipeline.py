@@ -42,7 +42,7 @@ def test_bad_stages_and_missing_inputs_fail_clearly(tmp_path):
     run(get_config("test"), tmp_path, ["eval"])
   config = get_config("test")
   config.eval.decodings = ("free", "beam")
-  with pytest.raises(ValueError, match="eval.decodings must name some of free, constrained"):
+  with pytest.raises(ValueError, match=r"eval\.decodings must name some of free, constrained"):
     run(config, tmp_path, ["eval"])
 
 
