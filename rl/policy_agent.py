@@ -49,22 +49,23 @@ class PolicyAgent(Agent):
     self.policy, self.temperature, self.max_tokens = policy, temperature, max_tokens
     self.seed, self._turn = seed, 0
     self.constrained, self.grounded = constrained, grounded
-    self._library: tuple[list[str], list[str]] | None = None
+    self._services: list[str] | None = None  # the episode's, once reset; else the library's
     self._schemas: dict[tuple[str, str], dict[str, Any]] | None = None
 
   def reset(self, task) -> None:
     self._turn = 0
+    # The grammar names the episode's services, as list_services would list them to any agent.
+    self._services = sorted({*task.services, *task.distractors})
 
   def _grammar_tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The meta-tools with the service library's service and tool names as enums: constrained
-    turns then name only tools that exist (the schemas the prompt shows stay as they are)."""
-    if self._library is None:
-      from compoworld.registry import registry
+    """The meta-tools with service and tool names as enums: those of the episode's services
+    (the library's before any episode), so constrained turns name only tools that exist there
+    (the schemas the prompt shows stay as they are)."""
+    from compoworld.registry import registry
 
-      services = registry.names()
-      names = {t for name in services for t in registry.get(name).tool_names()}
-      self._library = (services, sorted(names))
-    return tools_with_enums(tools, *self._library)
+    services = self._services if self._services is not None else registry.names()
+    names = {t for name in services for t in registry.get(name).tool_names()}
+    return tools_with_enums(tools, services, sorted(names))
 
   def _tool_schemas(self) -> dict[tuple[str, str], dict[str, Any]]:
     """Every library tool's input schema: what a constrained ``call_tool`` may pass it."""

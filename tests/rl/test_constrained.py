@@ -480,6 +480,24 @@ def test_constraint_is_off_by_default_and_the_checkpoint_agent_turns_it_on(fake,
   assert seen[0] is None and seen[1] is None and seen[2] is not None
 
 
+def test_the_checkpoint_agents_grammar_names_the_episodes_services(fake, tasks):
+  from compoworld.registry import registry
+
+  agent = PolicyAgent(policy=fake, constrained=True)
+
+  def enums(tools):
+    call = next(t for t in tools if t["function"]["name"] == "call_tool")
+    props = call["function"]["parameters"]["properties"]
+    return props["service"]["enum"], props["tool"]["enum"]
+
+  assert enums(agent._grammar_tools(META_TOOLS))[0] == sorted(registry.names())
+  task = next(t for t in tasks if t.distractors) if any(t.distractors for t in tasks) else tasks[0]
+  agent.reset(task)
+  services, tools = enums(agent._grammar_tools(META_TOOLS))
+  assert services == sorted({*task.services, *task.distractors})  # what list_services lists
+  assert set(tools) == {t for s in services for t in registry.get(s).tool_names()}
+
+
 # --- a random tiny model, and the server ---------------------------------------------------
 
 
