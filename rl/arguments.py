@@ -11,9 +11,10 @@ passed on,
 
 - **typed** (``schemas``: ``(service, tool)`` → the tool's input JSON Schema): its keys are the
   tool's parameters, each at most once; it closes only once every required one is there; a
-  parameter with a string ``enum`` takes one of its values. This is the grammar "from the tool's
-  JSON Schema" as vLLM and SGLang decode tool calls; other keywords (types of non-enum values,
-  patterns) are left to the service's own validation.
+  parameter with a string ``enum`` takes one of its values, and a value starts as its
+  parameter's ``type`` says (a string, a number, a boolean...). This is the grammar "from the tool's
+  JSON Schema" as vLLM and SGLang decode tool calls; other keywords (an integer's lack of a
+  fraction, ranges, patterns) are left to the service's own validation.
 - **grounded** (``ground=True``): every other string value in it is a copy out of the
   conversation's text (the prompt: instruction and tool replies), whole words or a whole id: it
   starts at the start of a word there and may only end at the end of one ("inv_edff9e11", never
@@ -44,6 +45,16 @@ _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234567
 #: What a copy may start with (a word, a channel, a handle, a signed or money amount) and end with.
 _LEAD = _WORD | frozenset(b"#@+-$(")
 _TAIL = _WORD | frozenset(b")")
+#: The first byte of a JSON value of each type.
+_STARTS = {
+  "string": frozenset(b'"'),
+  "integer": frozenset(b"-0123456789"),
+  "number": frozenset(b"-0123456789"),
+  "boolean": frozenset(b"tf"),
+  "null": frozenset(b"n"),
+  "array": frozenset(b"["),
+  "object": frozenset(b"{"),
+}
 #: The key path of the object call_tool passes on.
 _PASSED_ON = ("arguments", "arguments")
 
@@ -221,13 +232,21 @@ class ArgumentConstraint:
       return "copy", None
     return None
 
-  def _string_due(self, s: JsonScanner) -> bool:
-    """A member of the passed-on object whose parameter takes a string enum is about to get
-    its value: it must open a string."""
+  def _value_start(self, s: JsonScanner) -> frozenset[int] | None:
+    """The bytes a member of the passed-on object may start its value with, by its
+    parameter's JSON type (a string enum: a string), once its colon is written; None when
+    anything goes."""
     if not (s.awaiting and s.passed_on) or (schema := self._schema(s)) is None:
-      return False
-    enum = ((schema.get("properties") or {}).get(s.keys[-1]) or {}).get("enum")
-    return bool(enum) and all(isinstance(v, str) for v in enum)
+      return None
+    prop = (schema.get("properties") or {}).get(s.keys[-1]) or {}
+    enum = prop.get("enum")
+    if enum:
+      return _STARTS["string"] if all(isinstance(v, str) for v in enum) else None
+    types = prop.get("type")
+    types = [types] if isinstance(types, str) else types
+    if not types or any(t not in _STARTS for t in types):
+      return None
+    return frozenset().union(*(_STARTS[t] for t in types))
 
   def _fits(self, rule, text: bytes, closed: bool) -> bool:
     kind, names = rule
@@ -272,7 +291,7 @@ class ArgumentConstraint:
     token may close one string and open the next (``"],["x``)."""
     s = self.scanner.copy()
     for byte in b:
-      if byte not in b' "' and self._string_due(s):
+      if byte != 0x20 and (first := self._value_start(s)) is not None and byte not in first:
         return False
       if s.in_string and byte == _QUOTE and not s.escape:
         rule = self._rule(s)
@@ -298,7 +317,7 @@ class ArgumentConstraint:
       return np.ones(self.vocab.size, bool)
     mask = np.zeros(self.vocab.size, bool)
     rule = self._rule(self.scanner)
-    if self._string_due(self.scanner):
+    if self._value_start(self.scanner) is not None:
       for i in self._plain:
         mask[i] = self._keeps(self._bytes[i])
     elif rule is None:

@@ -186,6 +186,15 @@ def test_an_enum_parameter_takes_one_of_its_values():
   assert mask[ord('"')] and mask[ids['"}']] and not mask[ord("s")]
 
 
+def test_a_value_starts_as_its_parameters_type_says():
+  mask, _ = _typed(PREFIX + '{"limit": ')
+  assert mask[ord("1")] and mask[ord("-")] and not mask[ord('"')] and not mask[ord("t")]
+  mask, _ = _typed(PREFIX + '{"query":')
+  assert mask[ord(" ")] and mask[ord('"')] and not mask[ord("1")] and not mask[ord("[")]
+  mask, _ = _typed(PREFIX + '{"limit": 1')
+  assert mask[ord("2")] and mask[ord(",")]  # past its first byte the grammar takes over
+
+
 def test_the_object_closes_only_with_its_required_keys():
   mask, ids = _typed(PREFIX + '{"query": "Juniper')
   assert mask[ord('"')] and not mask[ids['"}']]  # "}" would close it without a status
