@@ -7,7 +7,8 @@
 ``base_url=http://HOST:PORT/v1`` and ``model=NAME``. On Ctrl-C, ``summary.json`` in ``--workdir``
 records what was served. Requests with ``tool_choice="required"`` or a named function are always
 decoded under the tools' grammar (``rl.constrained``); ``--constrained`` does so for
-``tool_choice="auto"`` too.
+``tool_choice="auto"`` too. ``--grounded`` makes the strings ``call_tool`` passes on whole-word
+copies out of the conversation (``rl.arguments``).
 """
 
 import os
@@ -31,6 +32,11 @@ _MAX_TOKENS = flags.DEFINE_integer("max_tokens", 1024, "Tokens generated when a 
 _CONSTRAINED = flags.DEFINE_bool(
   "constrained", False, "Decode tool calls under the tools' grammar for tool_choice=auto too."
 )
+_GROUNDED = flags.DEFINE_bool(
+  "grounded",
+  False,
+  "Copy the strings call_tool passes on from the conversation (rl.arguments).",
+)
 _WORKDIR = flags.DEFINE_string("workdir", "runs/serve_policy", "Where summary.json goes.")
 
 
@@ -45,6 +51,7 @@ def main(argv):
     max_context=_MAX_CONTEXT.value,
     default_max_tokens=_MAX_TOKENS.value,
     constrained=_CONSTRAINED.value,
+    grounded=_GROUNDED.value,
   )
   write_summary(_WORKDIR.value, summary)
 

@@ -241,6 +241,7 @@ class Policy:
     min_bucket: int = 64,
     name: str = "policy",
     constrained: bool = False,
+    grounded: bool = False,
   ):
     if tokenizer.vocab_size > model.config.vocab_size:
       raise ValueError(
@@ -252,7 +253,7 @@ class Policy:
     self.max_context, self.default_max_tokens = max_context, default_max_tokens
     self.min_bucket = min_bucket
     self.renderer = ChatRenderer(tokenizer)
-    self.constrained = constrained
+    self.constrained, self.grounded = constrained, grounded
     self._vocab: Vocabulary | None = None
     self._grammars: OrderedDict[str, TokenConstraint] = OrderedDict()
     self._lock = threading.Lock()
@@ -373,7 +374,7 @@ class Policy:
     constrained: bool | None = None,
     grammar_tools: Sequence[dict[str, Any]] | None = None,
     fit: bool = False,
-    grounded: bool = False,
+    grounded: bool | None = None,
     schemas: Schemas | None = None,
   ) -> Completion:
     """The next assistant turn for an OpenAI-style conversation; ``constrained`` (default: the
@@ -382,8 +383,9 @@ class Policy:
     while the prompt still shows ``tools``. A ``max_tokens`` the context cannot hold is a
     `RequestError`, or with ``fit`` (an agent's episode, as a rollout's turn budget) shortened to
     what the context leaves. What ``call_tool`` passes on is typed by the called tool's input
-    schema from ``schemas`` (``(service, tool)`` → schema) and, with ``grounded``, its strings
-    are copied from the conversation (`rl.arguments`); over the grammar when ``constrained``."""
+    schema from ``schemas`` (``(service, tool)`` → schema) and, with ``grounded`` (default: the
+    policy's), its strings are copied from the conversation (`rl.arguments`); over the grammar
+    when ``constrained``."""
     if max_tokens is not None and max_tokens < 1:
       raise RequestError(f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
     if temperature < 0:
@@ -417,6 +419,7 @@ class Policy:
         extra["constraint"] = self.constraint(grammar_tools or tools, tool_choice, forced)
       except ValueError as err:
         raise RequestError(f"tools cannot be decoded under their grammar: {err}", "tools") from err
+    grounded = self.grounded if grounded is None else grounded
     if (grounded or schemas) and tools and tool_choice != "none":
       extra["constraint"] = ArgumentConstraint(
         self.vocabulary(),

@@ -393,6 +393,21 @@ def test_workers_fall_back_to_one_once_jax_runs_here(policy, tasks, caplog):
   assert "one worker instead of 2" in caplog.text
 
 
+def test_a_grounded_policy_decodes_tool_turns_under_the_argument_constraint(policy):
+  from rl.arguments import ArgumentConstraint
+
+  messages = [{"role": "user", "content": "go"}]
+  grounded = Scripted(policy.model, policy.tokenizer, ["ok" + IM_END], grounded=True)
+  grounded.chat(messages, META_TOOLS, max_tokens=4)
+  grounded.chat(messages, META_TOOLS, max_tokens=4, grounded=False)  # per request
+  grounded.chat(messages, max_tokens=4)  # no tools: nothing to ground
+  assert isinstance(grounded.constraints[0], ArgumentConstraint)
+  assert grounded.constraints[1:] == [None, None]
+  plain = Scripted(policy.model, policy.tokenizer, ["ok" + IM_END])
+  plain.chat(messages, META_TOOLS, max_tokens=4)
+  assert plain.constraints == [None]
+
+
 def test_near_the_end_of_the_context_the_agent_turn_gets_what_is_left(policy):
   p = Scripted(policy.model, policy.tokenizer, ["I am done." + IM_END], max_context=MAX_CONTEXT)
   messages = [{"role": "user", "content": "go"}]
