@@ -29,6 +29,7 @@ in the instruction or the last reply. Both levers act on exactly those tokens.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -140,7 +141,7 @@ class JsonScanner:
       if self.stack:
         self.keys[-1] = text
         self.used[-1].add(text)
-    elif self.path == ("arguments",) and self.stack[-1] == ":":
+    elif self.in_call_arguments and self.stack[-1] == ":":
       self.fields[self.keys[-1]] = text
 
   @property
@@ -149,14 +150,19 @@ class JsonScanner:
     return len(self.stack)
 
   @property
-  def path(self) -> tuple[str | None, ...]:
-    """The keys of the members the current position is in, outermost first."""
-    return tuple(self.keys[:-1]) if self.stack else ()
+  def in_call_arguments(self) -> bool:
+    """Directly in the call's ``arguments`` object (where service and tool are named)."""
+    return self.depth == 2 and self.keys[0] == "arguments"
+
+  @property
+  def in_passed_on(self) -> bool:
+    """In the object call_tool passes on, at any depth."""
+    return self.depth >= 3 and tuple(self.keys[:2]) == _PASSED_ON
 
   @property
   def passed_on(self) -> bool:
     """Directly in the object call_tool passes on (a key, or a member's value)."""
-    return self.depth == 3 and tuple(self.keys[:2]) == _PASSED_ON
+    return self.depth == 3 and self.in_passed_on
 
 
 def _text(b: bytes | bytearray) -> str:
@@ -164,6 +170,20 @@ def _text(b: bytes | bytearray) -> str:
     return json.loads(b'"' + bytes(b) + b'"')
   except ValueError:
     return bytes(b).decode("utf-8", "replace")
+
+
+@functools.lru_cache(maxsize=4)
+def _token_kinds(vocab: Vocabulary):
+  """Per vocabulary, once: each id's bytes (None for specials), the ids that can open, close,
+  end or continue something (a quote, brace or comma: walked on a copy of the scanner), the
+  plain ones, and the specials."""
+  token_bytes = [bytes(s) if s and s[0] < SPECIAL_BASE else None for s in vocab.symbols]
+  structural, plain = [], []
+  for i, b in enumerate(token_bytes):
+    if b:
+      (structural if any(c in b for c in b'"},') else plain).append(i)
+  specials = [i for i, b in enumerate(token_bytes) if b is None and vocab.symbols[i]]
+  return token_bytes, structural, plain, specials
 
 
 class ArgumentConstraint:
@@ -187,15 +207,9 @@ class ArgumentConstraint:
     self.vocab, self.context, self.inner = vocab, bytes(context), inner
     self.ground, self.schemas = ground, schemas or {}
     self.scanner = JsonScanner()
-    self._bytes = [bytes(s) if s and s[0] < SPECIAL_BASE else None for s in vocab.symbols]
-    # Tokens that can open, close, end or continue something (walked on a copy of the scanner),
-    # the rest,
-    # and those of the rest that occur in the context (the only ones that can extend a copy).
-    structural = [bool(b) and any(c in b for c in b'"},') for b in self._bytes]
-    self._structural = [i for i, b in enumerate(self._bytes) if b and structural[i]]
-    self._plain = [i for i, b in enumerate(self._bytes) if b and not structural[i]]
+    self._bytes, self._structural, self._plain, self._specials = _token_kinds(vocab)
+    # Of the plain tokens, those in the context: the only ones that can extend a copy.
     self._in_context = [i for i in self._plain if self._bytes[i] in self.context]
-    self._specials = [i for i, b in enumerate(self._bytes) if b is None and vocab.symbols[i]]
     for token in forced:  # the turn's forced start (the inner constraint has its own)
       for sym in vocab.symbols[int(token)]:
         self.scanner.feed(sym)
@@ -215,20 +229,18 @@ class ArgumentConstraint:
     if (
       self.schemas
       and not s.is_value
-      and s.depth == 2
-      and s.keys[0] == "arguments"
+      and s.in_call_arguments
       and not {"service", "tool"} <= s.fields.keys()
     ):
       return "avoid", ["arguments"]  # what is passed on comes after the tool it is typed by
-    schema = self._schema(s) if s.depth >= 3 and tuple(s.keys[:2]) == _PASSED_ON else None
-    if s.passed_on and schema is not None:
+    if s.passed_on and (schema := self._schema(s)) is not None:
       props = schema.get("properties") or {}
       if not s.is_value:
         return "key", [k for k in props if k not in s.used[-1]]
       enum = (props.get(s.keys[-1]) or {}).get("enum")
       if enum and all(isinstance(v, str) for v in enum):
         return "enum", list(enum)
-    if s.is_value and self.ground and s.depth >= 3 and tuple(s.keys[:2]) == _PASSED_ON:
+    if s.is_value and self.ground and s.in_passed_on:
       return "copy", None
     return None
 
@@ -301,7 +313,7 @@ class ArgumentConstraint:
         required = set(schema.get("required") or ())
         if s.passed_on and not required <= s.used[-1]:
           return False
-        if s.depth == 2 and s.keys[0] == "arguments" and required and "arguments" not in s.used[-1]:
+        if s.in_call_arguments and required and "arguments" not in s.used[-1]:
           return False  # the call ends without passing on what its tool requires
       elif not s.in_string and byte == ord(",") and s.passed_on:
         schema = self._schema(s)

@@ -25,6 +25,13 @@ def _load(directory: str, max_context: int, default_max_tokens: int) -> Policy:
   return Policy.load(directory, max_context=max_context, default_max_tokens=default_max_tokens)
 
 
+def _names(services: list[str]) -> tuple[list[str], list[str]]:
+  """``services`` and the names of their tools, for the grammar's enums."""
+  from compoworld.registry import registry
+
+  return services, sorted({t for name in services for t in registry.get(name).tool_names()})
+
+
 @register_agent("checkpoint")
 class PolicyAgent(Agent):
   """Answers with the policy in ``checkpoint_dir`` (or a ``Policy`` given directly)."""
@@ -49,23 +56,23 @@ class PolicyAgent(Agent):
     self.policy, self.temperature, self.max_tokens = policy, temperature, max_tokens
     self.seed, self._turn = seed, 0
     self.constrained, self.grounded = constrained, grounded
-    self._services: list[str] | None = None  # the episode's, once reset; else the library's
+    self._enums: tuple[list[str], list[str]] | None = None  # services, tools: the episode's
     self._schemas: dict[tuple[str, str], dict[str, Any]] | None = None
 
   def reset(self, task) -> None:
     self._turn = 0
-    # The grammar names the episode's services, as list_services would list them to any agent.
-    self._services = sorted({*task.services, *task.distractors})
+    if self.constrained:  # the grammar names the episode's services, as list_services would
+      self._enums = _names(sorted({*task.services, *task.distractors}))
 
   def _grammar_tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The meta-tools with service and tool names as enums: those of the episode's services
     (the library's before any episode), so constrained turns name only tools that exist there
     (the schemas the prompt shows stay as they are)."""
-    from compoworld.registry import registry
+    if self._enums is None:
+      from compoworld.registry import registry
 
-    services = self._services if self._services is not None else registry.names()
-    names = {t for name in services for t in registry.get(name).tool_names()}
-    return tools_with_enums(tools, services, sorted(names))
+      self._enums = _names(registry.names())
+    return tools_with_enums(tools, *self._enums)
 
   def _tool_schemas(self) -> dict[tuple[str, str], dict[str, Any]]:
     """Every library tool's input schema: what a constrained ``call_tool`` may pass it."""
