@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 WORKDIR ?= runs
-PYTEST_ARGS ?= -n auto
+PYTEST_ARGS ?= -n auto --dist worksteal
 
 .PHONY: setup test lint format conformance demo demo-scenario bench clean
 
@@ -49,4 +49,4 @@ bench: $(STAMP)
 	$(BIN)/python -m experiments.bench_tasks --workdir=$(WORKDIR)/bench_tasks
 
 clean:
-	rm -rf $(VENV) $(WORKDIR) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(WORKDIR) .pytest_cache .ruff_cache .cache

@@ -75,6 +75,21 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.mesh.tensor = 1
   c.mesh.expert = 1
 
+  # A copy stage before SFT (rl.copying): periodic rows of random ids, the copied block doubling
+  # from min_repeat up to max_repeat ids whenever a step's accuracy reaches advance_at, with its
+  # own AdamW schedule; 0 steps = none.
+  c.copy = ml_collections.ConfigDict()
+  c.copy.steps = 0
+  c.copy.batch_size = 16
+  c.copy.seq_len = 512
+  c.copy.min_repeat = 16
+  c.copy.max_repeat = 256
+  c.copy.advance_at = 0.9
+  c.copy.lr = 3e-3
+  c.copy.warmup_steps = 20
+  c.copy.seed = 0
+  c.copy.log_every = 10
+
   c.checkpoint = ml_collections.ConfigDict()
   c.checkpoint.every = 200  # steps between checkpoints (and one at the end)
   c.checkpoint.keep = 3  # most recent checkpoints kept
@@ -99,8 +114,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         "head_dim": 32,
         "num_heads": 4,
         "num_kv_heads": 2,
-        "partial_rotary_factor": 0.25,
-        "tie_embeddings": False,
+        # Tied embeddings and rotary on the whole head: the copy probe learns to copy with both
+        # (accuracy 0.98 in 200 steps), slowly with tying alone (0.12), not at all without tying
+        # (README, "In-context copying alone").
+        "partial_rotary_factor": 1.0,
+        "tie_embeddings": True,
         "linear_key_head_dim": 32,
         "linear_value_head_dim": 32,
         "expert_dim": 128,

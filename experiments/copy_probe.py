@@ -1,8 +1,10 @@
 """How fast a policy shape learns in-context copying: ``python -m experiments.copy_probe
 --workdir=DIR [--length=128] [--steps=300] [--config=configs/sft.py:cpu] [--config.model...]``.
 
-Each row holds random tokens with one random span of ``--repeat`` tokens written twice; the loss
-is on the second copy (after its first token, which cannot be predicted). A model that can copy
+Rows come from `rl.copying`: with ``--pattern=span`` each holds random tokens with one random
+span of ``--repeat`` tokens written twice, the loss on the second copy (after its first token,
+which cannot be predicted); with ``--pattern=periodic`` one random block of ``--repeat`` tokens
+is written again and again, the loss on everything after the first block. A model that can copy
 drives the accuracy on it to 1; one that cannot stays at chance (about 1 / vocabulary). This is
 the skill a tool-using policy needs to pass an id or a name from a reply into its next call, on
 its own, with nothing else to learn: ``DIR/summary.json`` has the accuracy and loss every
@@ -25,6 +27,7 @@ from tqdm import tqdm
 
 from experiments.common import run_main, write_summary
 from rl import sft
+from rl.copying import PATTERNS
 from rl.plots import Curve, line_plot
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/sft.py:cpu", "The SFT config.")
@@ -35,32 +38,26 @@ _LENGTH = flags.DEFINE_integer("length", 128, "Tokens per row (the distance copi
 _REPEAT = flags.DEFINE_integer("repeat", 32, "Tokens in the span that is written twice.")
 _VOCAB = flags.DEFINE_integer("vocab", 4096, "Vocabulary the random tokens come from.")
 _EVERY = flags.DEFINE_integer("every", 25, "Steps between recorded points.")
+_PATTERN = flags.DEFINE_enum(
+  "pattern",
+  "span",
+  ["span", "periodic"],
+  "span: one span of --repeat tokens written twice in random tokens (sparse loss); periodic: a "
+  "random block of --repeat tokens repeated to fill the row, the loss on every token after the "
+  "first block (dense: each target is a copy from --repeat tokens back).",
+)
 
 
-def copy_batch(rng: np.random.Generator, batch: int, length: int, repeat: int, vocab: int):
-  """Rows of random ids with one span repeated; the loss mask covers the predictable part of the
-  repeat."""
-  if length < 2 * repeat + 4:
-    raise ValueError(f"length {length} cannot hold a span of {repeat} twice (2 * repeat + 4)")
-  toks = rng.integers(4, vocab, size=(batch, length + 1))
-  mask = np.zeros((batch, length + 1), np.int32)
-  for b in range(batch):
-    span = rng.integers(4, vocab, size=repeat)
-    first = int(rng.integers(0, length - 2 * repeat - 3))
-    second = int(rng.integers(first + repeat + 4, length + 1 - repeat))
-    toks[b, first : first + repeat] = toks[b, second : second + repeat] = span
-    mask[b, second + 1 : second + repeat] = 1
-  positions = np.broadcast_to(np.arange(length, dtype=np.int32), (batch, length)).copy()
-  return {
-    "tokens": toks[:, :-1].astype(np.int32),
-    "targets": toks[:, 1:].astype(np.int32),
-    "loss_mask": mask[:, 1:],
-    "segment_ids": np.ones((batch, length), np.int32),
-    "positions": positions,
-  }
-
-
-def probe(config, steps: int, batch: int, length: int, repeat: int, vocab: int, every: int):
+def probe(
+  config,
+  steps: int,
+  batch: int,
+  length: int,
+  repeat: int,
+  vocab: int,
+  every: int,
+  pattern: str = "span",
+):
   """Trains the config's model on copy rows; the (step, accuracy, loss) points."""
   model, model_config = sft.build_model(config, vocab)
   tx, schedule = sft.make_optimizer(config, steps)
@@ -79,7 +76,7 @@ def probe(config, steps: int, batch: int, length: int, repeat: int, vocab: int, 
   rng = np.random.default_rng(config.seed)
   points = []
   for i in tqdm(range(steps), desc="copy probe", mininterval=1.0):
-    rows = copy_batch(rng, batch, length, repeat, vocab)
+    rows = PATTERNS[pattern](rng, batch, length, repeat, vocab)
     state, metrics = step(state, {k: jnp.asarray(v) for k, v in rows.items()})
     if (i + 1) % every == 0 or i + 1 == steps:
       points.append(
@@ -94,7 +91,14 @@ def main(argv):
   start = time.time()
   with nnx.use_eager_sharding(False):
     points = probe(
-      config, _STEPS.value, _BATCH.value, _LENGTH.value, _REPEAT.value, _VOCAB.value, _EVERY.value
+      config,
+      _STEPS.value,
+      _BATCH.value,
+      _LENGTH.value,
+      _REPEAT.value,
+      _VOCAB.value,
+      _EVERY.value,
+      _PATTERN.value,
     )
   png = Path(_WORKDIR.value) / "copy_accuracy.png"
   png.parent.mkdir(parents=True, exist_ok=True)
@@ -114,6 +118,7 @@ def main(argv):
       "chance": round(1 / _VOCAB.value, 6),
       "length": _LENGTH.value,
       "repeat": _REPEAT.value,
+      "pattern": _PATTERN.value,
       "batch": _BATCH.value,
       "steps": _STEPS.value,
       "model": dict(config.model.overrides),

@@ -20,7 +20,10 @@ passed on,
   starts at the start of a word there and may only end at the end of one ("inv_edff9e11", never
   "inv_e"). The model still chooses *which* copy and how many words. A value that is not in the
   conversation (a text the task asks the agent to compose) cannot be written: the lever trades
-  those for copies, and is reported beside the plain grammar.
+  those for copies, and is reported beside the plain grammar. With ``schemas`` too, a number
+  passed for a parameter that has no ``default`` (an amount, a quantity, a reorder point: not a
+  page size or an offset) is grounded the same way: one of the numbers the conversation writes
+  (``"13,600.00"`` may be passed as ``13600.00``, ``13600.0`` or ``13600``).
 
 A small policy trained from scratch names the right tool long before it learns to copy (README,
 "A policy that learns on a CPU"): it writes a query or an id it saw in training instead of the one
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -56,6 +60,10 @@ _STARTS = {
   "array": frozenset(b"["),
   "object": frozenset(b"{"),
 }
+#: Bytes a bare JSON number is written with.
+_NUMBER = frozenset(b"-+.0123456789eE")
+#: A number as text writes it: not part of an id or a word, thousands maybe comma-separated.
+_NUMBER_TEXT = re.compile(rb"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w])")
 #: The key path of the object call_tool passes on.
 _PASSED_ON = ("arguments", "arguments")
 
@@ -86,6 +94,7 @@ class JsonScanner:
     self.in_string = self.is_value = self.escape = False
     self.awaiting = False  # after a member's colon, before its value
     self.value = bytearray()  # the string so far, as written (JSON-escaped)
+    self.scalar = bytearray()  # the bare number being written as a member's value, so far
 
   def copy(self) -> JsonScanner:
     other = JsonScanner.__new__(JsonScanner)
@@ -96,6 +105,7 @@ class JsonScanner:
       used=[set(u) for u in self.used],
       fields=dict(self.fields),
       value=bytearray(self.value),
+      scalar=bytearray(self.scalar),
     )
     return other
 
@@ -118,6 +128,10 @@ class JsonScanner:
       self.value.append(sym)
       return
     c = chr(sym)
+    if sym in _NUMBER and (self.scalar or self.awaiting):
+      self.scalar.append(sym)
+    else:
+      self.scalar.clear()
     if c != " ":
       self.awaiting = c == ":" and bool(self.stack) and self.stack[-1] == "{"
     if c == '"':
@@ -210,6 +224,7 @@ class ArgumentConstraint:
     self._bytes, self._structural, self._plain, self._specials = _token_kinds(vocab)
     # Of the plain tokens, those in the context: the only ones that can extend a copy.
     self._in_context = [i for i in self._plain if self._bytes[i] in self.context]
+    self._numbers: tuple[frozenset[bytes], frozenset[bytes]] | None = None  # (whole, prefixes)
     for token in forced:  # the turn's forced start (the inner constraint has its own)
       for sym in vocab.symbols[int(token)]:
         self.scanner.feed(sym)
@@ -260,6 +275,33 @@ class ArgumentConstraint:
       return None
     return frozenset().union(*(_STARTS[t] for t in types))
 
+  def _grounds_number(self, s: JsonScanner) -> bool:
+    """Whether a bare value written here is a grounded number: the member's parameter is typed
+    a number or an integer (no enum) and has no default."""
+    if not (self.ground and s.passed_on and s.stack[-1] == ":" and not s.in_string):
+      return False
+    if (schema := self._schema(s)) is None:
+      return False
+    prop = (schema.get("properties") or {}).get(s.keys[-1]) or {}
+    types = prop.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    return bool(types) and types <= {"number", "integer"} and not {"default", "enum"} & set(prop)
+
+  def numbers(self) -> tuple[frozenset[bytes], frozenset[bytes]]:
+    """The JSON numbers the conversation writes (each as its digits, without thousands
+    separators, and as Python writes its value) and every prefix of them."""
+    if self._numbers is None:
+      whole: set[bytes] = set()
+      for m in _NUMBER_TEXT.finditer(self.context):
+        raw = m.group().replace(b",", b"")
+        value = float(raw)
+        whole.update({raw, repr(value).encode()})
+        if value.is_integer():
+          whole.add(str(int(value)).encode())
+      prefixes = {w[:k] for w in whole for k in range(1, len(w) + 1)}
+      self._numbers = frozenset(whole), frozenset(prefixes)
+    return self._numbers
+
   def _fits(self, rule, text: bytes, closed: bool) -> bool:
     kind, names = rule
     if kind == "copy":
@@ -305,6 +347,13 @@ class ArgumentConstraint:
     for byte in b:
       if byte != 0x20 and (first := self._value_start(s)) is not None and byte not in first:
         return False
+      if (s.scalar or s.awaiting) and self._grounds_number(s):
+        whole, prefixes = self.numbers()
+        if byte in _NUMBER:
+          if bytes(s.scalar) + bytes([byte]) not in prefixes:
+            return False
+        elif s.scalar and bytes(s.scalar) not in whole:
+          return False  # the number would end here, short of one the conversation writes
       if s.in_string and byte == _QUOTE and not s.escape:
         rule = self._rule(s)
         if rule is not None and not self._fits(rule, bytes(s.value), closed=True):
@@ -329,7 +378,9 @@ class ArgumentConstraint:
       return np.ones(self.vocab.size, bool)
     mask = np.zeros(self.vocab.size, bool)
     rule = self._rule(self.scanner)
-    if self._value_start(self.scanner) is not None:
+    # A value's first byte (typed) and a grounded number's next: each token walked through.
+    number = bool(self.scanner.scalar) and self._grounds_number(self.scanner)
+    if number or self._value_start(self.scanner) is not None:
       for i in self._plain:
         mask[i] = self._keeps(self._bytes[i])
     elif rule is None:

@@ -111,7 +111,9 @@ def find_checkpoint(directory: str | Path) -> Path:
       # A training checkpoint (weights with optimizer and data state, one item each).
       raise FileNotFoundError(
         f"{directory} holds training checkpoints ({step}) but no exported policy: a training "
-        f"run writes its servable policy to {POLICY_DIR}/ in its workdir when it finishes"
+        f"run writes its servable policy to {POLICY_DIR}/ in its workdir when it finishes; "
+        f"`python -m experiments.export_policy --workdir=RUN [--step=N]` exports one from an "
+        f"SFT run's checkpoint"
       )
     if step is not None and _is_orbax(step):
       return step

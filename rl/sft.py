@@ -32,6 +32,7 @@ from tqdm import tqdm
 import models
 from models.flops import model_summary
 from rl.chat import SPECIAL_TOKENS, ChatRenderer
+from rl.copying import copy_stage, plot_stage
 from rl.data import BATCH_KEYS, DataConfig, measure_packing, sft_dataset
 from rl.policy import POLICY_DIR, savable, save_policy, unsavable
 from rl.tokenizer import (
@@ -48,6 +49,8 @@ BATCH_AXES = ("data", "fsdp")
 CHECKPOINT_DIR = "checkpoints"
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
+#: The copy stage's recorded points (``rl.copying``), when the config has one.
+COPY_STAGE_FILE = "copy_stage.json"
 DATA_DIR = "data"
 #: Tokens per chunk of the fused LM-head loss (`head_losses`): 8K-vocabulary logits of 256
 #: tokens (8 MiB) stay in cache, and per-chunk overhead is still small.
@@ -686,6 +689,41 @@ def restore_latest(manager, state, extra: str) -> tuple[int, Any, Any]:
   return step, unsavable(restored["state"], state), restored[extra]
 
 
+def export_checkpoint(
+  workdir: str | Path, step: int | None = None, out: str | Path | None = None
+) -> Path:
+  """Writes the weights of the SFT run in ``workdir`` at training checkpoint ``step`` (default:
+  the latest) as a servable policy in ``out`` (default ``workdir/policy-<step>``), the format
+  `save_policy` writes at the end of a run; returns ``out``. For a run that was stopped before
+  its end, or to score it at an earlier step."""
+  workdir = Path(workdir)
+  if not (workdir / CONFIG_FILE).is_file():
+    raise FileNotFoundError(f"{workdir} is not an SFT run's workdir (no {CONFIG_FILE})")
+  config = ml_collections.ConfigDict(json.loads((workdir / CONFIG_FILE).read_text()))
+  manager = _checkpoint_manager(workdir, config)
+  steps = sorted(manager.all_steps())
+  if not steps:
+    raise FileNotFoundError(f"no training checkpoints in {manager.directory}")
+  step = steps[-1] if step is None else int(step)
+  if step not in steps:
+    raise ValueError(f"no checkpoint of step {step} in {manager.directory}; there are {steps}")
+  tokenizer = load_tokenizer(workdir)
+  with nnx.use_eager_sharding(False):
+    model, _ = build_model(config, tokenizer.vocab_size)
+    tx, _ = make_optimizer(config, max(steps[-1], 1))
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    like = {"step": jnp.zeros((), jnp.int32), "params": params, "rest": rest}
+    like["opt_state"] = tx.init(params)
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+    restored = manager.restore(
+      step, args=ocp.args.Composite(state=ocp.args.StandardRestore(savable(abstract)))
+    )
+    state = unsavable(restored["state"], like)
+  out = Path(out) if out else workdir / f"{POLICY_DIR}-{step}"
+  save_policy(out, nnx.merge(graphdef, state["params"], state["rest"]), tokenizer, step)
+  return out
+
+
 def _save(manager, step: int, state, data_iter) -> None:
   manager.save(
     step,
@@ -784,6 +822,21 @@ def train(
     start, state, data_state = restore_latest(manager, state, "data")
     if data_state is not None:
       data_iter.set_state(data_state)
+    copy_points: list[dict[str, float]] = []
+    if start == 0 and config.copy.steps:
+      # Before the first SFT step only: a resumed run's checkpoint already holds its result.
+      state, copy_points = copy_stage(
+        config,
+        graphdef,
+        state,
+        vocab_size=tokenizer.vocab_size,
+        aux_loss_coef=model_config.router_aux_loss_coef,
+        shard=lambda rows: shard_batch(rows, mesh),
+      )
+      if jax.process_index() == 0:
+        (workdir / COPY_STAGE_FILE).write_text(json.dumps(copy_points, indent=1) + "\n")
+        if copy_points:
+          plot_stage(workdir / COPY_STAGE_FILE.replace(".json", ".png"), copy_points)
 
     flops_per_token = model_summary(model_config, config.data.seq_len)["flops_per_token"]
     peak = measure_matmul_peak(dtype=model_config.dtype)
@@ -861,6 +914,7 @@ def train(
     "mfu": tokens_per_s * flops_per_token / peak if tokens_per_s else None,
     "matmul_peak_flops": peak,
     "flops_per_token": flops_per_token,
+    "copy_stage": copy_points[-1] if copy_points else None,
     "train_trajectories": len(train_set),
     "data": stats,
     "packing_efficiency": stats["packing_efficiency"],

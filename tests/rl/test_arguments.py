@@ -145,16 +145,17 @@ SCHEMAS = {
     "properties": {
       "query": {"type": "string"},
       "status": {"type": "string", "enum": ["sent", "paid"]},
-      "limit": {"type": "integer"},
+      "limit": {"type": "integer", "default": 20},
+      "amount": {"type": "number"},
     },
     "required": ["status"],
   }
 }
 
 
-def _typed(written: str, ground: bool = True):
+def _typed(written: str, ground: bool = True, context: bytes = CONTEXT):
   vocab, ids = toy_vocab()
-  g = ArgumentConstraint(vocab, CONTEXT, ground=ground, schemas=SCHEMAS)
+  g = ArgumentConstraint(vocab, context, ground=ground, schemas=SCHEMAS)
   g.advance(ids["<tool_call>"])
   for ch in written:
     g.advance(ord(ch))
@@ -205,3 +206,30 @@ def test_the_object_closes_only_with_its_required_keys():
   # Typed without grounding: any query, the same keys and enums.
   mask, ids = _typed(PREFIX + '{"query": "', ground=False)
   assert mask[ids["Atlas"]] and mask[ord("Z")]
+
+
+PAY = b"Pay 13,600.00 against inv_edff9e11 and hold 40 units"
+
+
+def test_the_conversations_numbers_as_json_writes_them():
+  g = ArgumentConstraint(toy_vocab()[0], PAY)
+  whole, prefixes = g.numbers()
+  # Not the digits inside an id; the amount without its separator, and as its value.
+  assert whole == {b"13600.00", b"13600.0", b"13600", b"40", b"40.0"}
+  assert b"136" in prefixes and b"9" not in prefixes
+
+
+def test_a_number_without_a_default_is_one_the_conversation_writes():
+  mask, _ = _typed(PREFIX + '{"amount": ', context=PAY)
+  assert mask[ord("1")] and mask[ord("4")] and not mask[ord("2")] and not mask[ord("-")]
+  mask, _ = _typed(PREFIX + '{"amount": 13', context=PAY)
+  assert mask[ord("6")] and not mask[ord(",")] and not mask[ord("}")]  # "13" is not one
+  mask, _ = _typed(PREFIX + '{"amount": 13600', context=PAY)
+  assert mask[ord(",")] and mask[ord(".")] and not mask[ord("1")]
+  mask, _ = _typed(PREFIX + '{"amount": 13600.0', context=PAY)
+  assert mask[ord(",")] and mask[ord("0")] and not mask[ord("5")]
+  # A parameter with a default (a page size) and an ungrounded call write any number.
+  mask, _ = _typed(PREFIX + '{"limit": 7', context=PAY)
+  assert mask[ord("5")] and mask[ord(",")]
+  mask, _ = _typed(PREFIX + '{"amount": 2', context=PAY, ground=False)
+  assert mask[ord("5")] and mask[ord(",")]

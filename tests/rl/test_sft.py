@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
 import models
 from configs.sft import get_config
@@ -546,13 +547,30 @@ def test_the_cpu_regime_runs_at_test_size(tmp_path):
   config.max_steps = 2
   config.eval_every = 2
   config.checkpoint.every = 1
+  config.copy.update(steps=2, batch_size=2, seq_len=64, min_repeat=8, max_repeat=16)
   summary = sft.train(config, tmp_path)
   assert summary["steps"] == 2 and summary["tokens_seen"] > 0
+  # The copy stage ran first, once: its points and plot are in the workdir.
+  assert summary["copy_stage"]["step"] == 2 and summary["copy_stage"]["repeat"] == 8
+  assert json.loads((tmp_path / sft.COPY_STAGE_FILE).read_text())[-1]["step"] == 2
+  assert (tmp_path / "copy_stage.png").stat().st_size > 0
   assert 0 < summary["loss_tokens_seen"] < summary["tokens_seen"]
   first = json.loads((tmp_path / "data" / "sft.jsonl").read_text().splitlines()[0])
   names = {c["function"]["name"] for m in first["messages"] for c in m.get("tool_calls") or []}
   assert names == {"call_tool"}
-  _, tokenizer, _ = load_policy_parts(summary["policy"])
+  final, tokenizer, _ = load_policy_parts(summary["policy"])
   assert tokenizer.chat_system == "brief"
+  # Either kept checkpoint exports as a servable policy; the last one is the run's own.
+  first_policy, first_tokenizer, path = load_policy_parts(sft.export_checkpoint(tmp_path, 1))
+  assert path.name == "1" and first_tokenizer.chat_system == "brief"
+  last_policy, _, _ = load_policy_parts(sft.export_checkpoint(tmp_path, out=tmp_path / "last"))
+  params = [nnx.state(m, nnx.Param) for m in (first_policy, last_policy, final)]
+  leaves = [jax.tree.leaves(p) for p in params]
+  assert any(not np.array_equal(a, b) for a, b in zip(leaves[0], leaves[2], strict=True))
+  assert all(np.array_equal(a, b) for a, b in zip(leaves[1], leaves[2], strict=True))
+  with pytest.raises(ValueError, match="no checkpoint of step 7"):
+    sft.export_checkpoint(tmp_path, 7)
   config.max_steps = 3
-  assert sft.train(config, tmp_path)["start_step"] == 2  # resumed from the checkpoint
+  resumed = sft.train(config, tmp_path)
+  assert resumed["start_step"] == 2  # resumed from the checkpoint
+  assert resumed["copy_stage"] is None  # the checkpoint holds the stage's result
