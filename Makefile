@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 WORKDIR ?= runs
 PYTEST_ARGS ?= -n auto --dist worksteal
 
-.PHONY: setup test lint format conformance demo demo-scenario bench clean
+.PHONY: setup test test-all lint format conformance demo demo-scenario bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@if [ -d $(VENV) ] && [ ! -f $(STAMP) ]; then rm -rf $(VENV); fi
@@ -26,7 +26,13 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# Everything but the few `heavy` tests (fake-device subprocesses, the whole pipeline), which
+# `make test-all` (what CI runs) adds.
 test: lint
+	$(BIN)/python -m pytest -q -m "not heavy" $(PYTEST_ARGS)
+	$(BIN)/python -m experiments.mcp_conformance --workdir=$(WORKDIR)/mcp_conformance --skip_if_unavailable
+
+test-all: lint
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 	$(BIN)/python -m experiments.mcp_conformance --workdir=$(WORKDIR)/mcp_conformance --skip_if_unavailable
 

@@ -34,6 +34,7 @@ def test_mesh_shapes_are_checked():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # 8 fake devices in a subprocess, two MoE backends: ~100 s
 def test_sharded_forward_and_backward_equal_unsharded():
   """8 fake CPU devices (fsdp 2 x tensor 2 x expert 2), in a fresh process."""
   env = {**os.environ, "PYTHONPATH": str(ROOT)}

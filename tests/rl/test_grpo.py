@@ -515,7 +515,8 @@ _SHARDED_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.slow  # two compilations in a subprocess: ~300 s on 2 busy cores
+@pytest.mark.slow
+@pytest.mark.heavy  # 8 fake devices in a subprocess, two compilations: ~80 s on 2 idle cores
 def test_sharded_step_matches_single_device():
   result = run_script(_SHARDED_SCRIPT)
   for single, sharded in zip(result["single"], result["sharded"], strict=True):

@@ -53,6 +53,7 @@ def test_one_per_composition_keeps_the_first_task_of_each_service_set(tasks):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # every stage of the demo, each compiling its own programs: ~130 s
 def test_pipeline_end_to_end_at_a_minimal_size(tmp_path):
   stages = [s for s in STAGES if HAS_GRPO or s != "grpo"]
   summary = run(get_config("test"), tmp_path, stages)
