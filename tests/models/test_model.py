@@ -69,9 +69,12 @@ def _loss_and_grads(model, tokens):
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", ["full", "dots"])
 def test_remat_policies_do_not_change_loss_or_gradients(tiny_config, policy):
-  tokens = random_tokens((BATCH, SEQ), tiny_config.vocab_size, seed=2)
-  loss, grads = _loss_and_grads(create_model(tiny_config, seed=0), tokens)
-  loss_r, grads_r = _loss_and_grads(create_model(tiny_config.replace(remat=policy), seed=0), tokens)
+  # Two scanned blocks of one DeltaNet and one attention layer: every layer kind, rematerialised
+  # inside the scan, at half the tiny model's compile time.
+  config = tiny_config.replace(num_layers=4, full_attention_interval=2)
+  tokens = random_tokens((BATCH, SEQ), config.vocab_size, seed=2)
+  loss, grads = _loss_and_grads(create_model(config, seed=0), tokens)
+  loss_r, grads_r = _loss_and_grads(create_model(config.replace(remat=policy), seed=0), tokens)
   np.testing.assert_allclose(loss_r, loss, rtol=1e-6)
   for g, g_r in zip(
     jax.tree.leaves(nnx.state(grads)), jax.tree.leaves(nnx.state(grads_r)), strict=True
