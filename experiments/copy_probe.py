@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import flags
@@ -27,7 +26,7 @@ from tqdm import tqdm
 
 from experiments.common import run_main, write_summary
 from rl import sft
-from rl.copying import PATTERNS
+from rl.copying import PATTERNS, row_trainer
 from rl.plots import Curve, line_plot
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/sft.py:cpu", "The SFT config.")
@@ -62,17 +61,7 @@ def probe(
   model, model_config = sft.build_model(config, vocab)
   tx, schedule = sft.make_optimizer(config, steps)
   graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-  state = {"step": jnp.zeros((), jnp.int32), "params": params, "rest": rest}
-  state["opt_state"] = tx.init(params)
-  step = jax.jit(
-    sft.make_train_step(
-      graphdef,
-      tx,
-      schedule,
-      grad_accum=1,
-      aux_loss_coef=model_config.router_aux_loss_coef,
-    )
-  )
+  state, step = row_trainer(graphdef, params, rest, tx, schedule, model_config.router_aux_loss_coef)
   rng = np.random.default_rng(config.seed)
   points = []
   for i in tqdm(range(steps), desc="copy probe", mininterval=1.0):

@@ -120,6 +120,17 @@ def plot_stage(path, points: list[dict[str, float]]) -> str:
   )
 
 
+def row_trainer(graphdef, params, rest, tx, schedule, aux_loss_coef: float):
+  """A fresh train state on ``params``/``rest`` with ``tx``'s moments, and the jitted SFT step
+  (one micro-batch) that trains it on rows."""
+  from rl import sft  # sft imports this module
+
+  state = {"step": jnp.zeros((), jnp.int32), "params": params, "rest": rest}
+  state["opt_state"] = tx.init(params)
+  step = sft.make_train_step(graphdef, tx, schedule, grad_accum=1, aux_loss_coef=aux_loss_coef)
+  return state, jax.jit(step)
+
+
 def copy_stage(
   config: ml_collections.ConfigDict,
   graphdef,
@@ -139,15 +150,7 @@ def copy_stage(
   stage = ml_collections.ConfigDict(config.to_dict())
   stage.optim.lr, stage.optim.warmup_steps = copy.lr, copy.warmup_steps
   tx, schedule = sft.make_optimizer(stage, copy.steps)
-  step = jax.jit(
-    sft.make_train_step(graphdef, tx, schedule, grad_accum=1, aux_loss_coef=aux_loss_coef)
-  )
-  inner = {
-    "step": jnp.zeros((), jnp.int32),
-    "params": state["params"],
-    "rest": state["rest"],
-    "opt_state": tx.init(state["params"]),
-  }
+  inner, step = row_trainer(graphdef, state["params"], state["rest"], tx, schedule, aux_loss_coef)
   rng = np.random.default_rng(copy.seed)
   points, start = [], time.time()
   bar = tqdm(range(copy.steps), desc="copy stage", mininterval=1.0)

@@ -51,6 +51,7 @@ METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
 #: The copy stage's recorded points (``rl.copying``), when the config has one.
 COPY_STAGE_FILE = "copy_stage.json"
+COPY_STAGE_PLOT = "copy_stage.png"
 DATA_DIR = "data"
 #: Tokens per chunk of the fused LM-head loss (`head_losses`): 8K-vocabulary logits of 256
 #: tokens (8 MiB) stay in cache, and per-chunk overhead is still small.
@@ -682,11 +683,20 @@ def restore_latest(manager, state, extra: str) -> tuple[int, Any, Any]:
   step = manager.latest_step()
   if step is None:
     return 0, state, None
-  abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
-  args = {"state": ocp.args.StandardRestore(savable(abstract)), extra: ocp.args.JsonRestore()}
-  restored = manager.restore(step, args=ocp.args.Composite(**args))
+  state, extra_item = restore_step(manager, step, state, extra)
   print(f"resumed from step {step} in {manager.directory}")
-  return step, unsavable(restored["state"], state), restored[extra]
+  return step, state, extra_item
+
+
+def restore_step(manager, step: int, state, extra: str | None = None) -> tuple[Any, Any]:
+  """Checkpoint ``step``'s state (shaped and sharded like ``state``) and its JSON item
+  ``extra`` (None without one)."""
+  abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
+  args = {"state": ocp.args.StandardRestore(savable(abstract))}
+  if extra is not None:
+    args[extra] = ocp.args.JsonRestore()
+  restored = manager.restore(step, args=ocp.args.Composite(**args))
+  return unsavable(restored["state"], state), restored[extra] if extra is not None else None
 
 
 def export_checkpoint(
@@ -713,12 +723,7 @@ def export_checkpoint(
     tx, _ = make_optimizer(config, max(steps[-1], 1))
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     like = {"step": jnp.zeros((), jnp.int32), "params": params, "rest": rest}
-    like["opt_state"] = tx.init(params)
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
-    restored = manager.restore(
-      step, args=ocp.args.Composite(state=ocp.args.StandardRestore(savable(abstract)))
-    )
-    state = unsavable(restored["state"], like)
+    state, _ = restore_step(manager, step, dict(like, opt_state=tx.init(params)))
   out = Path(out) if out else workdir / f"{POLICY_DIR}-{step}"
   save_policy(out, nnx.merge(graphdef, state["params"], state["rest"]), tokenizer, step)
   return out
@@ -836,7 +841,7 @@ def train(
       if jax.process_index() == 0:
         (workdir / COPY_STAGE_FILE).write_text(json.dumps(copy_points, indent=1) + "\n")
         if copy_points:
-          plot_stage(workdir / COPY_STAGE_FILE.replace(".json", ".png"), copy_points)
+          plot_stage(workdir / COPY_STAGE_PLOT, copy_points)
 
     flops_per_token = model_summary(model_config, config.data.seq_len)["flops_per_token"]
     peak = measure_matmul_peak(dtype=model_config.dtype)

@@ -560,7 +560,7 @@ def test_the_cpu_regime_runs_at_test_size(tmp_path):
   # The copy stage ran first, once: its points and plot are in the workdir.
   assert summary["copy_stage"]["step"] == 2 and summary["copy_stage"]["repeat"] == 8
   assert json.loads((tmp_path / sft.COPY_STAGE_FILE).read_text())[-1]["step"] == 2
-  assert (tmp_path / "copy_stage.png").stat().st_size > 0
+  assert (tmp_path / sft.COPY_STAGE_PLOT).stat().st_size > 0
   assert 0 < summary["loss_tokens_seen"] < summary["tokens_seen"]
   first = json.loads((tmp_path / "data" / "sft.jsonl").read_text().splitlines()[0])
   names = {c["function"]["name"] for m in first["messages"] for c in m.get("tool_calls") or []}
