@@ -66,6 +66,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       c.grpo.rollout.max_total_tokens = 4096
     c.grpo.num_steps = 20  # GRPO steps per arm
     c.eval_every = 5  # GRPO steps between held-out evaluations (rollout engine, greedy)
+    # A trained SFT policy to start every seed's arms from (its workdir or policy directory),
+    # with the task files to train and evaluate on, instead of each seed's own data and SFT run:
+    # the seeds then vary the task order and the rollouts' sampling.
+    c.init = ""
+    c.train_tasks = ""  # tasks.jsonl (required with init)
+    c.eval_tasks = ""  # held-out tasks.jsonl (required with init)
 
   if test:  # demo.py:test's SFT and evaluation, a few tasks
     c.tasks.num_tasks = 40

@@ -38,6 +38,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.rollout.max_total_tokens = 16384  # prompt + everything appended, per rollout
   c.rollout.temperature = 1.0  # the trainer's log-probs use the same temperature
   c.rollout.top_p = 1.0
+  # Tool calls decoded under the tools' typed grammar / with the values passed on copied from the
+  # conversation (rl.decoding), in training rollouts and held-out evaluation alike; the trainer's
+  # log-probs stay the unconstrained policy's
+  c.rollout.constrained = False
+  c.rollout.grounded = False
 
   c.reward = ml_collections.ConfigDict()
   c.reward.name = "completion_focused"  # rl.rewards.REWARDS: completion_focused, uniform, binary

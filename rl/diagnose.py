@@ -36,13 +36,14 @@ PARTS = ("sentence", "header", "arguments")
 _ARGS_MARK = '"arguments": '
 
 
-def _leaves(value: Any) -> Iterable[Any]:
+def value_leaves(value: Any) -> Iterable[Any]:
+  """The scalar values inside a JSON value (not None, not booleans), depth first."""
   if isinstance(value, dict):
     for v in value.values():
-      yield from _leaves(v)
+      yield from value_leaves(v)
   elif isinstance(value, list):
     for v in value:
-      yield from _leaves(v)
+      yield from value_leaves(v)
   elif value is not None and not isinstance(value, bool):
     yield value
 
@@ -119,7 +120,7 @@ def diagnose(
       for part, (a, b) in bounds.items():
         counts[f"{part}_matched"] += reproduced(a, b)
       at = inner
-      for value in _leaves(_inner_arguments(message)):
+      for value in value_leaves(_inner_arguments(message)):
         text = json.dumps(value, ensure_ascii=False)
         j = body.find(text, at)
         if j < 0:

@@ -35,21 +35,13 @@ from compoworld.generate import generate_tasks
 from compoworld.splits import SPLITS
 from compoworld.tasks import Task, load_tasks, save_tasks
 from compoworld.trajectories import SFT_FILE, TRAJECTORIES_FILE, collect_trajectories
+from rl.decoding import DECODINGS
+from rl.decoding import check_decodings as check_named
 from rl.policy import POLICY_DIR
 
 STAGES = ("library", "tasks", "split", "trajectories", "sft", "grpo", "eval")
 #: The policies evaluated, in order.
 POLICIES = ("before_sft", "after_sft", "after_grpo")
-#: How the checkpoint agent decodes its tool calls in an evaluation (``configs/demo.py``'s
-#: ``eval.decodings``): freely, under the tools' grammar typed by each tool's schema
-#: (``rl.constrained``, ``rl.arguments``), with the strings passed on copied from the
-#: conversation, or both. Each policy is scored under each; "free" is its plain row.
-DECODINGS = {
-  "free": {},
-  "constrained": {"constrained": True},
-  "grounded": {"grounded": True},
-  "constrained+grounded": {"constrained": True, "grounded": True},
-}
 
 
 def eval_name(policy: str, decoding: str) -> str:
@@ -58,14 +50,10 @@ def eval_name(policy: str, decoding: str) -> str:
 
 
 def check_decodings(decodings) -> tuple[str, ...]:
-  """``decodings`` as a tuple if each is one of `DECODINGS`; a ValueError otherwise."""
-  decodings = tuple(decodings)
-  bad = [d for d in decodings if d not in DECODINGS]
-  if bad or not decodings:
-    raise ValueError(
-      f"eval.decodings must name some of {', '.join(DECODINGS)}; got {list(decodings)}"
-    )
-  return decodings
+  """``decodings`` as a tuple if each is one of `DECODINGS` (how the checkpoint agent decodes its
+  tool calls in an evaluation: freely, typed by the tools' grammar, grounded in the conversation,
+  or both; each policy is scored under each); a ValueError otherwise."""
+  return check_named(decodings, "eval.decodings")
 
 
 # --- progress --------------------------------------------------------------------------------

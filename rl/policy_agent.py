@@ -15,21 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from compoworld.agents import Agent, register_agent
-from rl.arguments import tool_schemas
 from rl.constrained import tools_with_enums
+from rl.decoding import episode_services, library_schemas, service_names
 from rl.policy import ContextFull, Policy
 
 
 @functools.cache
 def _load(directory: str, max_context: int, default_max_tokens: int) -> Policy:
   return Policy.load(directory, max_context=max_context, default_max_tokens=default_max_tokens)
-
-
-def _names(services: list[str]) -> tuple[list[str], list[str]]:
-  """``services`` and the names of their tools, for the grammar's enums."""
-  from compoworld.registry import registry
-
-  return services, sorted({t for name in services for t in registry.get(name).tool_names()})
 
 
 @register_agent("checkpoint")
@@ -57,30 +50,19 @@ class PolicyAgent(Agent):
     self.seed, self._turn = seed, 0
     self.constrained, self.grounded = constrained, grounded
     self._enums: tuple[list[str], list[str]] | None = None  # services, tools: the episode's
-    self._schemas: dict[tuple[str, str], dict[str, Any]] | None = None
 
   def reset(self, task) -> None:
     self._turn = 0
     if self.constrained:  # the grammar names the episode's services, as list_services would
-      self._enums = _names(sorted({*task.services, *task.distractors}))
+      self._enums = service_names(episode_services(task))
 
   def _grammar_tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The meta-tools with service and tool names as enums: those of the episode's services
     (the library's before any episode), so constrained turns name only tools that exist there
     (the schemas the prompt shows stay as they are)."""
     if self._enums is None:
-      from compoworld.registry import registry
-
-      self._enums = _names(registry.names())
+      self._enums = service_names()
     return tools_with_enums(tools, *self._enums)
-
-  def _tool_schemas(self) -> dict[tuple[str, str], dict[str, Any]]:
-    """Every library tool's input schema: what a constrained ``call_tool`` may pass it."""
-    if self._schemas is None:
-      from compoworld.registry import registry
-
-      self._schemas = tool_schemas(registry)
-    return self._schemas
 
   def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
     # A different seed per turn: sampled turns must not repeat one another.
@@ -96,7 +78,7 @@ class PolicyAgent(Agent):
         grammar_tools=self._grammar_tools(tools) if self.constrained else None,
         fit=True,  # near the end of the context a turn gets what is left
         grounded=self.grounded,
-        schemas=self._tool_schemas() if self.constrained else None,
+        schemas=library_schemas() if self.constrained else None,
       )
     except ContextFull:
       # The context is full: the episode ends here and the verifier scores the state reached,

@@ -35,18 +35,32 @@ CURVES = {
 def reweighting(
   config: ml_collections.ConfigDict, seeds: Sequence[int], workdir: str | Path
 ) -> dict[str, Any]:
-  """For each seed: tasks, split, oracle trajectories, one SFT run, then GRPO per reward."""
+  """For each seed: tasks, split, oracle trajectories, one SFT run, then GRPO per reward; with
+  ``config.init``, GRPO per reward from that policy on ``config.train_tasks`` (held out:
+  ``config.eval_tasks``)."""
   workdir, rewards = Path(workdir), list(config.rewards)
   if config.grpo.get("missing"):
     raise RuntimeError("the reweighting experiment needs rl/grpo.py and configs/grpo.py")
 
+  init = config.get("init", "")
+  if init and not (config.get("train_tasks") and config.get("eval_tasks")):
+    raise ValueError("reweighting from a given policy (init) needs train_tasks and eval_tasks")
+  for name in ("init", "train_tasks", "eval_tasks"):
+    if config.get(name) and not Path(config[name]).exists():
+      raise FileNotFoundError(f"reweighting: {name}={config[name]} does not exist")
+
   def one_seed(seed: int, wd: Path) -> dict[str, Any]:
-    data = prepare(config, seed, config.tasks.num_services, wd / "data")
-    sft_config = ml_collections.ConfigDict(config.sft.to_dict())
-    sft_config.seed = sft_config.data.seed = seed
-    if not (wd / "sft" / POLICY_DIR).is_dir():
-      run_sft(sft_config, data["train_file"], wd / "sft", data["eval_trajectories_file"])
-    out: dict[str, Any] = {"data": data}
+    if init:  # one given policy and task set for every seed
+      data = {"train_tasks_file": config.train_tasks, "eval_tasks_file": config.eval_tasks}
+      policy = init
+    else:
+      data = prepare(config, seed, config.tasks.num_services, wd / "data")
+      sft_config = ml_collections.ConfigDict(config.sft.to_dict())
+      sft_config.seed = sft_config.data.seed = seed
+      if not (wd / "sft" / POLICY_DIR).is_dir():
+        run_sft(sft_config, data["train_file"], wd / "sft", data["eval_trajectories_file"])
+      policy = wd / "sft"
+    out: dict[str, Any] = {"data": data, "init": str(policy)}
     for reward in rewards:
       print(f"--- seed {seed}: GRPO with the {reward} reward")
       grpo_config = ml_collections.ConfigDict(config.grpo.to_dict())
@@ -55,7 +69,7 @@ def reweighting(
       grpo_config.eval.every = config.eval_every
       summary = run_grpo(
         grpo_config,
-        wd / "sft",
+        policy,
         data["train_tasks_file"],
         wd / f"grpo_{reward}",
         data["eval_tasks_file"],

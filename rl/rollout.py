@@ -26,6 +26,13 @@ How a batch is played:
 * The cache grows with the rollouts (powers of two up to ``max_total_tokens``): attention reads
   every cached position, so short trajectories do not pay for the longest possible one.
 
+With ``constrained`` / ``grounded`` (`RolloutConfig`, as the checkpoint agent's decodings in
+`rl.decoding`), each row's turn is sampled under its own constraint: the typed grammar of the
+meta-tools with the episode's services, and values passed on copied from the conversation. The
+constraint lives on the host; the turn's loop calls back after every step (``io_callback``) for
+each row's next mask, so a turn is still one device call. Masks only choose what is sampled: the
+recorded log-probs are the unconstrained policy's, the ones the trainer recomputes.
+
 Sampling is seeded per token: the key of row r's token at position p is
 ``fold_in(fold_in(key(seed), r), p)``, so rollouts do not depend on how the batch is laid out and
 the same seed gives identical rollouts. The log-probability recorded for a generated token is
@@ -46,6 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.experimental import io_callback
 
 from compoworld.env import ComposedEnv
 from compoworld.envelope import error
@@ -56,6 +64,8 @@ from models.decode import forward_unrolled, roll_cache, unroll, unroll_cache
 from models.model import Cache, Transformer
 from models.moe import decode_dense
 from rl.chat import ChatRenderer, Conversation, ParsedAssistant
+from rl.constrained import Vocabulary
+from rl.decoding import TurnConstraints, episode_services
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +76,11 @@ class RolloutConfig:
   max_total_tokens: int = 4096  # prompt + everything appended, per rollout (cache length)
   temperature: float = 1.0  # > 0; log-probs are those of softmax(logits / temperature)
   top_p: float = 1.0  # nucleus sampling; 1 = the whole tempered distribution
+  # Tool calls decoded under the meta-tools' grammar, typed by each tool's schema, and/or with
+  # the values passed on copied from the conversation (rl.decoding): as the checkpoint agent's
+  # --constrained / --grounded. The recorded log-probs stay the unconstrained model's.
+  constrained: bool = False
+  grounded: bool = False
 
   def __post_init__(self):
     for name in ("num_rollouts", "max_turns", "max_new_tokens_per_turn", "max_total_tokens"):
@@ -222,17 +237,27 @@ def append_ids(graphdef, state, cache: Cache, logits_bv, tokens_bc, count_b):
   return out.cache, jnp.where(count_b[:, None] > 0, last_bv, logits_bv)
 
 
+#: advance(token_b, active_b, step) -> bool [B, V]: a host function that feeds each active row's
+#: sampled id to its decoding constraint and returns the ids each row may sample next.
+Advance = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
 @functools.partial(
-  jax.jit, static_argnames=("graphdef", "sampler", "steps", "stop_id", "temperature")
+  jax.jit, static_argnames=("graphdef", "sampler", "steps", "stop_id", "temperature", "advance")
 )
 def sample_turn(
-  graphdef, state, cache: Cache, logits_bv, budget_b, row_b, turn_b, key, *,
-  sampler: Sampler, steps: int, stop_id: int, temperature: float,
+  graphdef, state, cache: Cache, logits_bv, budget_b, row_b, turn_b, key, mask_bv=None, *,
+  sampler: Sampler, steps: int, stop_id: int, temperature: float, advance: Advance | None = None,
 ):  # fmt: skip
   """One assistant turn per row: up to `budget_b[b]` (<= `steps`) sampled ids, stopping after
   `stop_id`. Every sampled id is fed to the cache; done rows stop changing it and the loop ends
   when all rows are done. Returns ids [B, steps], their log-probs under softmax(logits /
-  temperature) [B, steps], counts [B], the cache and the last logits."""
+  temperature) [B, steps], counts [B], the cache and the last logits.
+
+  With `advance` (and `mask_bv`, the ids each row may sample first), each id is sampled among
+  the ids the mask allows, and `advance` is called back on the host after every step for the
+  next mask: constrained decoding inside the loop. The log-probs recorded are still those of
+  the unconstrained model (what the GRPO trainer recomputes)."""
   b = budget_b.shape[0]
   row_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, row_b)
   model = nnx.merge(graphdef, state)
@@ -245,9 +270,10 @@ def sample_turn(
     return (i < steps) & jnp.any(active_b)
 
   def body(carry):
-    i, caches, lengths_b, logits_bv, active_b, ids_bs, logp_bs = carry
+    i, caches, lengths_b, logits_bv, active_b, ids_bs, logp_bs, mask_bv = carry
     key_b = jax.vmap(jax.random.fold_in)(row_keys, lengths_b)  # one key per position
-    token_b = sampler(logits_bv, key_b, i, row_b, turn_b)
+    allowed_bv = logits_bv if mask_bv is None else jnp.where(mask_bv, logits_bv, -jnp.inf)
+    token_b = sampler(allowed_bv, key_b, i, row_b, turn_b)
     logp_bv = jax.nn.log_softmax(logits_bv.astype(jnp.float32) / temperature, axis=-1)
     logp_b = jnp.take_along_axis(logp_bv, token_b[:, None], axis=1)[:, 0]
     ids_bs = ids_bs.at[:, i].set(jnp.where(active_b, token_b, 0))
@@ -256,8 +282,13 @@ def sample_turn(
       config, weights, token_b[:, None], caches, lengths_b, active_b[:, None]
     )
     ended_b = (token_b == stop_id) | (i + 1 >= budget_b)
-    return i + 1, caches, lengths_b, logits_btv[:, 0], active_b & ~ended_b, ids_bs, logp_bs
+    if mask_bv is not None:
+      shape = jax.ShapeDtypeStruct(mask_bv.shape, jnp.bool_)
+      mask_bv = io_callback(advance, shape, token_b, active_b & ~ended_b, i)
+    return i + 1, caches, lengths_b, logits_btv[:, 0], active_b & ~ended_b, ids_bs, logp_bs, mask_bv
 
+  if (mask_bv is None) != (advance is None):
+    raise ValueError("sample_turn: a mask needs an advance callback, and the other way round")
   init = (
     jnp.int32(0),
     unroll_cache(cache),
@@ -266,8 +297,9 @@ def sample_turn(
     budget_b > 0,
     jnp.zeros((b, steps), jnp.int32),
     jnp.zeros((b, steps), jnp.float32),
+    mask_bv,
   )
-  _, caches, lengths_b, logits_bv, _, ids_bs, logp_bs = jax.lax.while_loop(cond, body, init)
+  _, caches, lengths_b, logits_bv, _, ids_bs, logp_bs, _ = jax.lax.while_loop(cond, body, init)
   new_cache = roll_cache(cache, caches, lengths_b)
   return ids_bs, logp_bs, lengths_b - cache.lengths_b, new_cache, logits_bv
 
@@ -359,6 +391,17 @@ class RolloutEngine:
     self.max_len = config.max_total_tokens + append_chunk
     self.min_cache = min(256, self.max_len)
     self.graphdef = nnx.graphdef(model)
+    # Constrained / grounded decoding: each turn's constraint per batch slot, fed on the host.
+    self.constraints = None
+    if config.constrained or config.grounded:
+      self.constraints = TurnConstraints(
+        Vocabulary.from_tokenizer(renderer.tokenizer, renderer.special_ids),
+        constrained=config.constrained,
+        grounded=config.grounded,
+      )
+    self._turn: list[Any] = []  # the constraint of each batch slot this turn (None: free)
+    self._budget = np.zeros((0,), np.int32)
+    self._masks = np.zeros((0, model.config.vocab_size), bool)
 
   # --- host side ------------------------------------------------------------------------------
 
@@ -426,6 +469,33 @@ class RolloutEngine:
     for r in rows:
       r.fed = rows[r.group * n].fed
     return cache, logits_bv
+
+  def _start_turn(self, slots: list[_Row | None], budget: np.ndarray) -> np.ndarray:
+    """Each slot's constraint for the turn about to be sampled; returns the ids each may
+    sample first (bool [B, V]; every id for a free slot)."""
+    vocab = self.constraints.vocab.size
+    self._turn, self._budget = [], budget
+    self._masks = np.ones((len(slots), self.model.config.vocab_size), bool)
+    for s, r in enumerate(slots):
+      c = None
+      if r is not None:
+        context = self.renderer.decode(r.conv.prompt_ids()).encode()
+        c = self.constraints.start(self.renderer.tools, episode_services(r.task), context)
+        self._masks[s] = False
+        self._masks[s, :vocab] = c.allowed(int(budget[s]) - 1)
+      self._turn.append(c)
+    return self._masks.copy()
+
+  def _advance(self, token_b, live_b, step) -> np.ndarray:
+    """`Advance` for `sample_turn`: feeds each live slot its sampled id and returns the ids it
+    may sample next (given the tokens its turn has left after that one)."""
+    token_b, live_b, step = np.asarray(token_b), np.asarray(live_b), int(step)
+    vocab = self.constraints.vocab.size
+    for s, c in enumerate(self._turn):
+      if c is not None and live_b[s]:
+        c.advance(int(token_b[s]))
+        self._masks[s, :vocab] = c.allowed(int(self._budget[s]) - step - 2)
+    return self._masks.copy()
 
   def _execute(self, row: _Row, parsed: ParsedAssistant) -> list[dict[str, Any]]:
     """Runs the turn's calls in the row's fork; one tool message per call, an error envelope per
@@ -558,12 +628,14 @@ class RolloutEngine:
         row_ids[s], turn[s] = r.row_id, r.turns
       # A done row still writes (and ignores) one KV slot at its length each step.
       cache = self._with_room(cache, max(r.fed for r in live) + int(budget.max()) + 1)
+      mask = self._start_turn(slots, budget) if self.constraints is not None else None
       ids, logps, counts, cache, logits_bv = sample_turn(
-        self.graphdef, state, cache, logits_bv, budget, row_ids, turn, key,
+        self.graphdef, state, cache, logits_bv, budget, row_ids, turn, key, mask,
         sampler=self.sampler,
         steps=cfg.max_new_tokens_per_turn,
         stop_id=self.renderer.im_end_id,
         temperature=cfg.temperature,
+        advance=self._advance if mask is not None else None,
       )  # fmt: skip
       ids, logps, counts = np.asarray(ids), np.asarray(logps), np.asarray(counts)
       for s, r in enumerate(live):

@@ -16,11 +16,13 @@ from flax import nnx
 
 from compoworld.envelope import error
 from models import Cache, create_model, get_config
-from rl.chat import IM_END, tool_call_text
+from rl.chat import IM_END, TOOL_CALL, tool_call_text
+from rl.diagnose import value_leaves
 from rl.rollout import (
   RolloutConfig,
   RolloutEngine,
   categorical,
+  make_sampler,
   scripted_sampler,
   start_conversation,
   top_p_filter,
@@ -287,9 +289,12 @@ def test_mask_is_exactly_the_generated_tokens(scripted_rollouts, sampled_rollout
 
 
 @SLOW
-def test_logprobs_equal_a_full_forward_pass(model, scripted_rollouts, sampled_rollouts):
-  """The key property for GRPO: the sampling log-probs are those the trainer recomputes."""
-  rollouts = scripted_rollouts + sampled_rollouts
+def test_logprobs_equal_a_full_forward_pass(
+  model, scripted_rollouts, sampled_rollouts, constrained_rollouts
+):
+  """The key property for GRPO: the sampling log-probs are those the trainer recomputes, also
+  when a grammar masks what is sampled (the recorded log-probs are the unconstrained policy's)."""
+  rollouts = scripted_rollouts + sampled_rollouts + constrained_rollouts
   for ro, expected in zip(
     rollouts, full_forward_logprobs(model, [r.tokens for r in rollouts]), strict=True
   ):
@@ -377,3 +382,92 @@ def test_bad_configs_are_errors(model, renderer, tasks):
   engine = RolloutEngine(model, renderer, RolloutConfig(max_total_tokens=100))
   with pytest.raises(ValueError, match="prompt is"):
     engine.run(tasks[:1], seed=0)
+
+
+# --- constrained and grounded decoding (rl.decoding) -------------------------------------------
+
+
+def call_first_sampler(call_id: int, vocab: int):
+  """Tempered sampling that opens a tool call whenever the constraint allows one, so an
+  untrained model's turns are calls that the grammar has to carry through."""
+  base = make_sampler(TEMPERATURE, 1.0, vocab)
+
+  def sample(logits_bv, key_b, step, row_b, turn_b):
+    return base(logits_bv.at[:, call_id].add(40.0), key_b, step, row_b, turn_b)
+
+  return sample
+
+
+@pytest.fixture(scope="module")
+def constrained_setup(model, renderer, tasks):
+  config = RolloutConfig(
+    num_rollouts=2,
+    max_turns=2,
+    max_new_tokens_per_turn=80,
+    max_total_tokens=8192,
+    temperature=TEMPERATURE,
+    constrained=True,
+    grounded=True,
+  )
+  sampler = call_first_sampler(renderer.special_ids[TOOL_CALL], renderer.tokenizer.vocab_size)
+  engine = RolloutEngine(model, renderer, config, sampler=sampler, append_chunk=64, min_batch=4)
+  return engine, tasks[:2]
+
+
+@pytest.fixture(scope="module")
+def constrained_rollouts(constrained_setup):
+  engine, tasks = constrained_setup
+  return engine.run(tasks, seed=5)
+
+
+@SLOW
+def test_constrained_grounded_rollouts_call_only_what_the_episode_offers(
+  constrained_rollouts, constrained_setup, renderer
+):
+  """An untrained policy, made to open calls: under the grammar every call parses, calls a
+  meta-tool, names the episode's services and passes on strings copied from the conversation."""
+  _engine, tasks = constrained_setup
+  calls = 0
+  for ro in constrained_rollouts:
+    task = tasks[ro.group]
+    seen = ""  # the conversation's text before each assistant turn
+    for m in ro.messages:
+      if m["role"] != "assistant":
+        seen += json.dumps(m["content"]) + (m["content"] or "")
+        continue
+      for call in m.get("tool_calls") or []:
+        calls += 1
+        name = call["function"]["name"]
+        arguments = json.loads(call["function"]["arguments"])  # parses: never malformed
+        assert name in {"list_services", "list_tools", "describe_tool", "call_tool"}
+        if "service" in arguments:
+          assert arguments["service"] in {*task.services, *task.distractors}
+        if name == "call_tool":
+          for text in value_leaves(arguments.get("arguments", {})):
+            if isinstance(text, str):
+              assert text in seen, (text, task.id)
+    envelopes = [json.loads(m["content"]) for m in ro.messages if m["role"] == "tool"]
+    assert all(e.get("error", {}).get("type") != "malformed_call" for e in envelopes)
+  assert calls >= len(constrained_rollouts)  # every rollout called something
+
+
+@SLOW
+def test_constrained_rollouts_repeat_with_their_seed(constrained_setup, constrained_rollouts):
+  engine, tasks = constrained_setup
+  again = engine.run(tasks, seed=5)
+  for a, b in zip(constrained_rollouts, again, strict=True):
+    np.testing.assert_array_equal(a.tokens, b.tokens)
+
+
+def test_sample_turn_needs_mask_and_callback_together(model, renderer):
+  with pytest.raises(ValueError, match="mask needs an advance callback"):
+    from rl.rollout import sample_turn
+
+    graphdef, state = nnx.split(model)
+    cache = Cache.zeros(model.config, 1, 16)
+    logits = jnp.zeros((1, model.config.vocab_size))
+    one = jnp.ones((1,), jnp.int32)
+    sample_turn(
+      graphdef, state, cache, logits, one, one, one, jax.random.key(0), jnp.ones_like(logits, bool),
+      sampler=make_sampler(1.0), steps=1, stop_id=renderer.im_end_id, temperature=1.0,
+    )  # fmt: skip

@@ -1,0 +1,57 @@
+"""The reweighting experiment's wiring (rl.reweighting), GRPO itself stubbed out."""
+
+import pytest
+
+from configs.experiments import get_config
+from rl import reweighting
+
+
+def fake_summary(steps=2, evals=2):
+  curve = [0.1 * (i + 1) for i in range(steps)]
+  return {
+    "mean_reward": curve,
+    "criterion_pass_rate": curve,
+    "pass_rate": curve,
+    "eval_rubric_score": [0.0] * evals,
+    "eval_pass_rate": [0.0] * evals,
+    "eval_steps": list(range(evals)),
+  }
+
+
+def test_from_a_given_policy_every_arm_starts_there_and_no_sft_runs(tmp_path, monkeypatch):
+  policy, train, held = tmp_path / "policy", tmp_path / "train.jsonl", tmp_path / "held.jsonl"
+  policy.mkdir()
+  train.write_text("")
+  held.write_text("")
+  calls = []
+
+  def run_grpo(config, init, tasks_file, workdir, eval_tasks_file=""):
+    calls.append((config.reward.name, config.seed, str(init), str(tasks_file), eval_tasks_file))
+    return fake_summary()
+
+  def no_sft(*args, **kwargs):
+    raise AssertionError("no SFT run when the experiment starts from a given policy")
+
+  monkeypatch.setattr(reweighting, "run_grpo", run_grpo)
+  monkeypatch.setattr(reweighting, "run_sft", no_sft)
+  monkeypatch.setattr(reweighting, "prepare", no_sft)
+  config = get_config("reweighting_test")
+  config.init, config.train_tasks, config.eval_tasks = str(policy), str(train), str(held)
+  summary = reweighting.reweighting(config, [0, 1], tmp_path / "out")
+  assert sorted(calls) == sorted(
+    (reward, seed, str(policy), str(train), str(held))
+    for reward in config.rewards
+    for seed in (0, 1)
+  )
+  assert summary["seeds"] == [0, 1] and summary["steps"] == [1, 2]
+  assert all(p.endswith(".png") for p in summary["plots"])
+
+
+def test_a_given_policy_needs_its_task_files(tmp_path):
+  config = get_config("reweighting_test")
+  config.init = str(tmp_path)
+  with pytest.raises(ValueError, match="needs train_tasks and eval_tasks"):
+    reweighting.reweighting(config, [0], tmp_path / "out")
+  config.train_tasks = config.eval_tasks = str(tmp_path / "missing.jsonl")
+  with pytest.raises(FileNotFoundError, match="train_tasks="):
+    reweighting.reweighting(config, [0], tmp_path / "out")
