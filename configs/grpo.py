@@ -22,6 +22,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.log_every = 1  # steps between metric writes
   c.init = ""  # SFT workdir or policy directory to start from (rl.policy.load_policy_parts)
   c.sft_config = ""  # with no init: train this configs/sft.py variant in WORKDIR/sft first
+  # How the loaded policy computes in the update ("" = as it was trained; rl.policy.RUNTIME_FIELDS);
+  # its parameters stay as trained. remat="full" recomputes each block in the backward pass.
+  c.model_overrides = ml_collections.ConfigDict({"remat": "", "moe_backend": "", "dtype": ""})
 
   c.data = ml_collections.ConfigDict()
   c.data.tasks = ""  # tasks.jsonl to train on; "" = the task set the init's SFT run generated

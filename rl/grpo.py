@@ -567,7 +567,8 @@ def train(
     )
   tx = make_optimizer(config)
 
-  loaded, tokenizer, checkpoint = load_policy_parts(init_dir)
+  overrides = {k: v for k, v in (config.get("model_overrides") or {}).items() if v}
+  loaded, tokenizer, checkpoint = load_policy_parts(init_dir, overrides)
   renderer = ChatRenderer(tokenizer)
   print(f"initial policy: {checkpoint}")
   with models.use_mesh(mesh):

@@ -177,10 +177,24 @@ def save_policy(
   return path
 
 
-def load_policy_parts(directory: str | Path) -> tuple[Transformer, Tokenizer, Path]:
-  """The model and tokenizer of the checkpoint ``find_checkpoint(directory)`` finds."""
+#: Model config fields a loaded policy may change: how it computes, not what its parameters are.
+RUNTIME_FIELDS = ("remat", "moe_backend", "moe_tile", "moe_groups", "dtype", "deltanet_chunk")
+
+
+def load_policy_parts(
+  directory: str | Path, overrides: dict[str, Any] | None = None
+) -> tuple[Transformer, Tokenizer, Path]:
+  """The model and tokenizer of the checkpoint ``find_checkpoint(directory)`` finds;
+  ``overrides`` replace `RUNTIME_FIELDS` of its model config (e.g. ``remat`` for training)."""
   path = find_checkpoint(Path(directory).absolute())
   config = config_from_json(json.loads(_beside(path, CONFIG_FILE).read_text()))
+  if overrides:
+    if bad := sorted(set(overrides) - set(RUNTIME_FIELDS)):
+      raise ValueError(
+        f"a loaded policy's {bad} cannot change (its parameters would); "
+        f"only {', '.join(RUNTIME_FIELDS)} can"
+      )
+    config = dataclasses.replace(config, **overrides)
   tokenizer = load_tokenizer(_beside(path, *TOKENIZER_FILES).parent)
   if tokenizer.vocab_size > config.vocab_size:
     raise ValueError(

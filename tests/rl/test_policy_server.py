@@ -99,6 +99,14 @@ def test_latest_checkpoint_is_served_with_its_config_and_tokenizer(run_dir, conf
   assert load_policy_parts(path)[2] == path
 
 
+def test_a_loaded_policy_changes_how_it_computes_not_its_parameters(run_dir, config):
+  model, _, _ = load_policy_parts(run_dir, {"remat": "full", "moe_backend": "sort"})
+  assert (model.config.remat, model.config.moe_backend) == ("full", "sort")
+  assert model.config.d_model == config.d_model
+  with pytest.raises(ValueError, match=r"\['d_model'\] cannot change"):
+    load_policy_parts(run_dir, {"d_model": 8})
+
+
 def test_a_run_without_an_exported_policy_is_a_clear_error(tmp_path):
   """A workdir mid-training holds the trainer's composite checkpoints, not a servable one."""
   import orbax.checkpoint as ocp
