@@ -4,10 +4,13 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The peers we compare against (Tunix) live in their own environment, never in .venv.
+PEERS_VENV := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
 WORKDIR ?= runs
 PYTEST_ARGS ?= -n auto --dist worksteal
 
-.PHONY: setup test test-all lint format conformance demo demo-scenario bench clean
+.PHONY: setup setup-peers test test-all lint format conformance demo demo-scenario bench bench-peers device-check clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@if [ -d $(VENV) ] && [ ! -f $(STAMP) ]; then rm -rf $(VENV); fi
@@ -17,6 +20,15 @@ $(STAMP): requirements.txt requirements-dev.txt
 	@touch $(STAMP)
 
 setup: $(STAMP)
+
+$(PEERS_STAMP): requirements-peers.txt
+	@if [ -d $(PEERS_VENV) ] && [ ! -f $(PEERS_STAMP) ]; then rm -rf $(PEERS_VENV); fi
+	@[ -x $(PEERS_VENV)/bin/python ] || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-peers.txt
+	@touch $(PEERS_STAMP)
+
+setup-peers: $(PEERS_STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -54,5 +66,22 @@ bench: $(STAMP)
 	$(BIN)/python -m experiments.bench_env --workdir=$(WORKDIR)/bench_env
 	$(BIN)/python -m experiments.bench_tasks --workdir=$(WORKDIR)/bench_tasks
 
+# Ours against Tunix 0.1.7 (.venv-peers) on the same shapes in one run, alternating, 3 repeats each:
+# SFT tokens/s, sampler tokens/s, the GRPO step at beta 0.04 and 0 (~15 min on 2 cores, set-up
+# included). Writes $(WORKDIR)/bench_peers/summary.json and prints the README's table;
+# BENCH_PEERS_ARGS adds flags (--repeats, --steps, sizes, --tiny, --update_readme).
+BENCH_PEERS_ARGS ?=
+bench-peers: $(STAMP) $(PEERS_STAMP)
+	$(BIN)/python -m experiments.bench_peers --workdir=$(WORKDIR)/bench_peers \
+		--ours_python=$(BIN)/python --peer_python=$(PEERS_VENV)/bin/python $(BENCH_PEERS_ARGS)
+
+# The prepared accelerator check (experiments/device_check.py; BUILD.md, "Accelerator check"):
+# logits parity against the CPU, SFT and sampler throughput with MFU, the SFT step's memory and
+# the faster MoE backend, at the `small` config on a GPU or TPU (<= 8 min), at test size on a CPU.
+# Writes $(WORKDIR)/device_check/summary.json; DEVICE_CHECK_ARGS adds flags (--size, --dtype).
+DEVICE_CHECK_ARGS ?=
+device-check: $(STAMP)
+	$(BIN)/python -m experiments.device_check --workdir=$(WORKDIR)/device_check $(DEVICE_CHECK_ARGS)
+
 clean:
-	rm -rf $(VENV) $(WORKDIR) .pytest_cache .ruff_cache .cache
+	rm -rf $(VENV) $(PEERS_VENV) $(WORKDIR) .pytest_cache .ruff_cache .cache

@@ -5,14 +5,18 @@ prefix, and the sampler on the SFT benchmark's reference shape (issue 7).
 shape (random weights; sampled, and with the oracle's text scripted), generated tokens/s, tool
 calls/s and the share of time in the environment; batch 8 x 64-token prompts x 128 new tokens
 with and without the cache; the same sampler shape on the reference model (vocab 8192, hidden
-256, 4 layers, 8 experts top-2) against Tunix's ~1,100 tokens/s. Writes ``DIR/summary.json``.
+256, 4 layers, 8 experts top-2). Writes ``DIR/summary.json``; ``sampler_reference.peer`` is
+Tunix's figure for the same sampler shape from the last ``make bench-peers``
+(``runs/bench_peers/summary.json``, with ours from that same run), when there is one.
 """
 
 from absl import flags
 
 from experiments.common import run_main, write_summary
+from experiments.peers.summary import peer_figure
 from models.config import MOE_BACKENDS
 from rl.rollout_bench import run_benchmarks
+from rl.sft import REFERENCE_SHAPE
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/bench_rollout", "Where summary.json goes.")
 _TASKS = flags.DEFINE_integer("num_tasks", 16, "Tasks (groups) per rollout batch.")
@@ -40,6 +44,10 @@ def main(argv):
     new_tokens=_NEW.value,
     repeats=_REPEATS.value,
     moe_backend=_BACKEND.value,
+  )
+  sizes = {"batch_size": _BATCH.value, "prompt_len": _PROMPT.value, "new_tokens": _NEW.value}
+  summary["sampler_reference"]["peer"] = peer_figure(
+    "sampler", config=sizes, model_shape=REFERENCE_SHAPE
   )
   write_summary(_WORKDIR.value, summary)
 

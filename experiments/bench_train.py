@@ -6,8 +6,10 @@ float32 (`rl.sft.REFERENCE_SHAPE`). Writes to ``DIR/summary.json``: the shape, t
 (against the measured matmul peak), the settings (MoE backend, fused loss chunk), and the same
 figures for a baseline step timed in the same run, alternating with ours: every expert on every
 token (the "loop" backend) and the loss from full float32 logits, which is how Tunix's CPU path
-trains this model (~1,100 tokens/s on this kind of machine). On a machine shared with other
-work, ``speedup_vs_baseline`` is the figure that load does not distort.
+trains this model. On a machine shared with other work, ``speedup_vs_baseline`` is the figure
+that load does not distort. ``peer`` is Tunix's figure on the same shape from the last
+``make bench-peers`` (``runs/bench_peers/summary.json``, with ours from that same run), when there
+is one.
 ``--hybrid`` keeps the model's DeltaNet layers (3 of 4); by default every layer is full attention,
 as in the Qwen3-MoE the reference figure was measured on.
 """
@@ -16,9 +18,8 @@ from absl import flags
 
 import models
 from experiments.common import run_main, write_summary
+from experiments.peers.summary import peer_figure
 from rl.sft import REFERENCE_BATCH, REFERENCE_SHAPE, benchmark, reference_model_config
-
-TUNIX_TOKENS_PER_S = 1100  # Tunix 0.1.7 on the reference shape, 2 CPU cores (the issue's figure)
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/bench_train", "Where summary.json goes.")
 _STEPS = flags.DEFINE_integer("steps", 8, "Timed steps (of each of ours and the baseline).")
@@ -56,8 +57,11 @@ def main(argv):
     remat=config.remat,
     fused_loss=_LOSS_CHUNK.value >= 0,
     baseline_settings={"moe_backend": "loop", "fused_loss": False} if baseline else None,
-    reference_tokens_per_s=TUNIX_TOKENS_PER_S,
-    speedup_vs_reference=summary["tokens_per_s"] / TUNIX_TOKENS_PER_S,
+    peer=peer_figure(
+      "sft",
+      config={"batch_size": _BATCH.value, "seq_len": _SEQ_LEN.value},
+      model_shape=shape,
+    ),
   )
   write_summary(_WORKDIR.value, summary)
 
