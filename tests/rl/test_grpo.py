@@ -2,6 +2,7 @@
 check, the task order, reward choice by name, whole runs with a scripted engine (resume equality),
 and a sharded step on 8 fake devices against one device."""
 
+import functools
 import json
 import textwrap
 from types import SimpleNamespace
@@ -246,9 +247,19 @@ def tiny_model(vocab=256, mesh=None, **overrides):
   )
 
 
-def one_step(model, batch, advantages, *, lr, loss_config, temperature=1.0, minibatches=1):
+#: The update of the single-step checks, one compiled step for all of them (the same shapes too:
+#: 4 rows of 64 tokens, K = 32): ratios clipped at 0.9 and 1.1, KL to the initial policy and an
+#: entropy bonus, at temperature 0.7.
+STEP_LOSS = GRPOLossConfig(eps_low=0.1, eps_high=0.1, kl_coef=0.05, entropy_coef=0.01)
+STEP_TEMPERATURE = 0.7
+
+
+def one_step(model, batch, advantages):
+  """`model` after one update on `batch` (`STEP_LOSS`, `STEP_TEMPERATURE`, Adam at 1e-3, one
+  minibatch), and the step's metrics: those of the loss before the update."""
   config = get_config("tiny")
-  config.optim.lr = lr
+  config.optim.lr = 1e-3
+  loss_config, temperature, minibatches = STEP_LOSS, STEP_TEMPERATURE, 1
   mesh = models.make_mesh(devices=jax.devices()[:1])
   tx = grpo.make_optimizer(config)
   with models.use_mesh(mesh):
@@ -267,6 +278,11 @@ def one_step(model, batch, advantages, *, lr, loss_config, temperature=1.0, mini
   return nnx.merge(graphdef, state["params"], state["rest"]), jax.device_get(metrics)
 
 
+@nnx.jit
+def _logits(model, tokens):  # one compilation for every sequence_logp of one model shape
+  return model(tokens)
+
+
 def sequence_logp(model, rollouts, temperature):
   """Per rollout, log pi(tokens[t] | tokens[:t]) for t >= 1 and the entropy of that distribution,
   of the tempered policy over the whole vocabulary. No segment ids or positions: the rows are
@@ -274,7 +290,7 @@ def sequence_logp(model, rollouts, temperature):
   tokens = np.zeros((len(rollouts), 64), np.int32)
   for row, r in enumerate(rollouts):
     tokens[row, : len(r.tokens) - 1] = r.tokens[:-1]
-  logits = np.asarray(nnx.jit(lambda m, x: m(x))(model, jnp.asarray(tokens)))
+  logits = np.asarray(_logits(model, jnp.asarray(tokens)))
   logps, entropies = [], []
   for row, r in enumerate(rollouts):
     z = logits[row, : len(r.tokens) - 1] / temperature
@@ -297,11 +313,10 @@ def pad_rows(rows, shape):
 
 @pytest.mark.slow  # one step compilation: ~20 s alone, ~90 s on 2 cores shared with 4 jobs
 def test_step_loss_equals_grpo_loss_on_the_same_arrays():
-  temperature = 0.7
+  temperature, config = STEP_TEMPERATURE, STEP_LOSS
   rollouts = random_rollouts(0, 2, 2, 256)
-  batch = grpo.assemble_batch(rollouts, 2, 2, min_length=16)
+  batch = grpo.assemble_batch(rollouts, 2, 2, min_length=64)
   advantages = np.array([1.2, -0.8, 0.5, -1.5], np.float32)
-  config = GRPOLossConfig(eps_low=0.1, eps_high=0.1, kl_coef=0.05, entropy_coef=0.01)
   with models.use_mesh(None):
     model = tiny_model()
     logp, entropy = sequence_logp(model, rollouts, temperature)
@@ -318,9 +333,7 @@ def test_step_loss_equals_grpo_loss_on_the_same_arrays():
     jnp.asarray(entropy_bt),
   )  # fmt: skip
   assert ref_metrics["clip_frac_low"] > 0 and ref_metrics["clip_frac_high"] > 0
-  _, metrics = one_step(
-    model, batch, advantages, lr=0.0, loss_config=config, temperature=temperature
-  )
+  _, metrics = one_step(model, batch, advantages)
   np.testing.assert_allclose(metrics["first_loss"], expected, rtol=1e-4, atol=1e-6)
   for key in ("clip_frac_low", "clip_frac_high", "ratio_min", "ratio_max", "pg_loss", "entropy"):
     np.testing.assert_allclose(metrics[key], ref_metrics[key], rtol=1e-4, atol=1e-6, err_msg=key)
@@ -332,15 +345,15 @@ def test_positive_advantage_raises_that_trajectory_logprob():
   rollouts = random_rollouts(3, 1, 4, 256, criteria=(2,))
   with models.use_mesh(None):
     model = tiny_model()
-    before, _ = sequence_logp(model, rollouts, 1.0)
-  batch = grpo.assemble_batch(rollouts, 1, 4, min_length=16)
+    before, _ = sequence_logp(model, rollouts, STEP_TEMPERATURE)
+  batch = grpo.assemble_batch(rollouts, 1, 4, min_length=64)
   for row, lp in enumerate(before):  # sampled by this very policy: ratio 1
     batch["old_logp"][row, : len(lp)] = np.where(batch["loss_mask"][row, : len(lp)], lp, 0.0)
   advantages = np.array([1.5, -0.5, -0.5, -0.5], np.float32)
-  trained, metrics = one_step(model, batch, advantages, lr=1e-3, loss_config=GRPOLossConfig())
+  trained, metrics = one_step(model, batch, advantages)
   np.testing.assert_allclose([metrics["ratio_min"], metrics["ratio_max"]], 1.0, atol=1e-4)
   with models.use_mesh(None):
-    after, _ = sequence_logp(trained, rollouts, 1.0)
+    after, _ = sequence_logp(trained, rollouts, STEP_TEMPERATURE)
   change = [
     (a[r.loss_mask[1:]].mean() - b[r.loss_mask[1:]].mean())
     for a, b, r in zip(after, before, rollouts, strict=True)
@@ -352,6 +365,26 @@ def test_positive_advantage_raises_that_trajectory_logprob():
 # --- whole runs with a scripted engine --------------------------------------------------------
 
 
+#: Loss tokens per scripted row at most: every batch then has the same loss-index width K (32,
+#: `grpo.assemble_batch`), so a run compiles its step once, not once per K.
+SCRIPTED_LOSS_TOKENS = 32
+#: Rows of the scripted engine's log-prob pass: a smaller (held-out) batch is padded to it, so
+#: training and evaluation share one compiled pass.
+SCRIPTED_ROWS = 8
+
+
+@functools.cache
+def scripted_logp(graphdef, temperature: float):
+  """The jitted log-prob pass of a policy graph, one per graph and temperature for the session:
+  the engines of every run (training, held out, killed, resumed) share it and its compilation."""
+
+  @jax.jit
+  def logp(state, rows):
+    return grpo.policy_logp(nnx.merge(graphdef, state), rows, temperature)[0]
+
+  return logp
+
+
 class ScriptedEngine:
   """Random conversations (a function of the seed) whose log-probs are the sampling policy's own,
   as a real engine's: the trainer's first ratio is 1 exactly when its shifts agree."""
@@ -359,14 +392,8 @@ class ScriptedEngine:
   def __init__(self, model, renderer, config, sampler=None):
     self.config = config
     self.vocab = renderer.tokenizer.vocab_size
-    graphdef = nnx.graphdef(model)
     self.calls = []
-
-    @jax.jit
-    def logp(state, batch):
-      return grpo.policy_logp(nnx.merge(graphdef, state), batch, config.temperature)[0]
-
-    self._logp = logp
+    self._logp = scripted_logp(nnx.graphdef(model), config.temperature)
 
   def run(self, tasks, *, seed, state=None):
     assert state is not None, "the trainer passes the parameters to sample with"
@@ -376,8 +403,15 @@ class ScriptedEngine:
     for r, task in zip(rollouts, [t for t in tasks for _ in range(n)], strict=True):
       r.task_id = task.id
       r.passed = np.random.default_rng(seed % 997 + r.index).random(len(task.rubric)) < 0.5
+      r.loss_mask[1:] &= np.cumsum(r.loss_mask[1:]) <= SCRIPTED_LOSS_TOKENS
+      r.generated_tokens = int(r.loss_mask.sum())
     batch = grpo.assemble_batch(rollouts, len(tasks), n, min_length=64)
-    logp = np.asarray(self._logp(state, {k: jnp.asarray(batch[k]) for k in grpo.ROW_KEYS}))
+    assert batch["loss_index"].shape[1] == SCRIPTED_LOSS_TOKENS
+    rows = {k: batch[k] for k in ("tokens", "targets", "positions", "segment_ids")}
+    pad = SCRIPTED_ROWS - len(rollouts)  # copies of the first row, whose log-probs go unused
+    if pad > 0:
+      rows = {k: np.concatenate([v, np.repeat(v[:1], pad, 0)]) for k, v in rows.items()}
+    logp = np.asarray(self._logp(state, {k: jnp.asarray(v) for k, v in rows.items()}))
     for row, r in enumerate(rollouts):
       r.logprobs = np.where(r.loss_mask, np.concatenate([[0.0], logp[row, : len(r.tokens) - 1]]), 0)
       r.logprobs = r.logprobs.astype(np.float32)

@@ -355,35 +355,49 @@ def test_data_stats_report_lengths_truncation_and_packing(run_files, tokenizer):
   assert cut["segments_per_row"] == 1.0  # a cut trajectory fills its row alone
 
 
-@pytest.mark.slow  # three runs, ~140 s on 2 cores
-def test_kill_and_resume_gives_the_same_next_losses(tmp_path, run_files):
-  base = {"max_steps": 5, "checkpoint.every": 2}
-  whole = sft.train(run_config(run_files, **base), tmp_path / "whole", tools=())
-  assert whole["steps"] == 5 and len(whole["losses"]) == 5
+def learning_config(files: Path, **changes):
+  """30 steps over 10 epochs of the 32 training conversations: the learning run, and the runs
+  that are killed and resumed against it (one compiled step and eval step for all of them)."""
+  return run_config(files, max_steps=30, **{"data.num_epochs": 10, **changes})
 
-  killed = sft.train(run_config(run_files, stop_after=3, **base), tmp_path / "run", tools=())
+
+@pytest.fixture(scope="module")
+def learned_run(tmp_path_factory, run_files):
+  """The learning run, uninterrupted: its workdir and summary."""
+  workdir = tmp_path_factory.mktemp("sft_learned")
+  return workdir, sft.train(learning_config(run_files), workdir, tools=())
+
+
+@pytest.mark.slow  # two short runs against the learning run (compiled once, shared)
+def test_kill_and_resume_gives_the_same_next_losses(tmp_path, run_files, learned_run):
+  _, whole = learned_run
+  assert whole["steps"] == 30 and len(whole["losses"]) == 30
+  killed = sft.train(
+    learning_config(run_files, stop_after=3, **{"checkpoint.every": 2}), tmp_path, tools=()
+  )
   assert killed["steps"] == 3  # step 3 ran but was never saved: the run resumes from step 2
-  resumed = sft.train(run_config(run_files, **base), tmp_path / "run", tools=())
-  assert resumed["start_step"] == 2 and resumed["steps"] == 5
-  np.testing.assert_allclose(resumed["losses"], whole["losses"][2:], rtol=1e-6)
+  # Killed again after two steps, each saved: the second save prunes step 2's checkpoint.
+  resumed = sft.train(
+    learning_config(run_files, stop_after=2, **{"checkpoint.every": 1}), tmp_path, tools=()
+  )
+  assert resumed["start_step"] == 2 and resumed["steps"] == 4
+  np.testing.assert_allclose(resumed["losses"], whole["losses"][2:4], rtol=1e-6)
   np.testing.assert_allclose(killed["losses"], whole["losses"][:3], rtol=1e-6)
-  kept = sorted(int(p.name) for p in (tmp_path / "run" / sft.CHECKPOINT_DIR).iterdir())
-  assert kept == [4, 5]  # the last two
-  assert (tmp_path / "run" / "tokenizer.model").is_file()
-  assert json.loads((tmp_path / "run" / sft.CONFIG_FILE).read_text())["max_steps"] == 5
+  kept = sorted(int(p.name) for p in (tmp_path / sft.CHECKPOINT_DIR).iterdir())
+  assert kept == [3, 4]  # the last two
+  assert (tmp_path / "tokenizer.model").is_file()
+  assert json.loads((tmp_path / sft.CONFIG_FILE).read_text())["max_steps"] == 30
 
 
 @pytest.mark.slow
-def test_tiny_run_learns(tmp_path, run_files):
-  summary = sft.train(
-    run_config(run_files, max_steps=30, **{"data.num_epochs": 10}), tmp_path, tools=()
-  )
+def test_tiny_run_learns(learned_run):
+  workdir, summary = learned_run
   assert summary["steps"] == 30
   assert summary["eval_loss"] < 0.5 * summary["initial_eval_loss"]
   assert summary["final_loss"] < 0.5 * summary["initial_loss"]
   assert summary["tokens_per_s"] > 0 and 0 < summary["mfu"] < 1
-  assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
-  lines = (tmp_path / sft.METRICS_FILE).read_text().splitlines()
+  assert list((workdir / "tensorboard").glob("events.out.tfevents.*"))
+  lines = (workdir / sft.METRICS_FILE).read_text().splitlines()
   first = json.loads(lines[0])
   assert first["step"] == 0 and first["eval_loss"] == summary["initial_eval_loss"]
   assert first["eval_turn_match"] == summary["initial_eval_turn_match"]
@@ -392,8 +406,8 @@ def test_tiny_run_learns(tmp_path, run_files):
   # the run's workdir serves as a policy: its exported weights reproduce the trained model
   from rl.policy import load_policy_parts
 
-  model, tokenizer, path = load_policy_parts(tmp_path)
-  assert path.parent.parent == tmp_path / "policy" and path.name == "30"
+  model, tokenizer, path = load_policy_parts(workdir)
+  assert path.parent.parent == workdir / "policy" and path.name == "30"
   assert tokenizer.vocab_size <= model.config.vocab_size
 
 
