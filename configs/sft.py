@@ -40,6 +40,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.data.batch_size = 32  # global batch in rows (paper: 32)
   c.data.num_epochs = 3  # paper: three epochs
   c.data.num_packing_bins = 0  # rows packed at once (first fit); 0 = batch_size
+  # Shards the trajectories are dealt into, each packed on its own, every batch B / S rows of
+  # each (rl.sft.data_shards); a process loads only its own shards. 0 = one per process. Runs
+  # with the same S see the same batches whatever their number of processes.
+  c.data.num_shards = 0
   c.data.overlong = "truncate"  # or "drop": trajectories longer than a row
   c.data.seed = 0  # shuffling of trajectories and packed rows, and the held-out split
   # Loss weight of the tokens the assistant does not write (system, user and tool turns), next

@@ -9,15 +9,20 @@ from absl import flags
 from ml_collections import config_flags
 
 from experiments.common import run_main, write_summary
+from rl import distributed
 from rl.sft import train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "SFT config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", "runs/sft", "Checkpoints, metrics and summary.json.")
+distributed.define_flags()
 
 
 def main(argv):
   del argv
-  write_summary(_WORKDIR.value, train(_CONFIG.value, _WORKDIR.value))
+  distributed.initialize_from_flags()
+  summary = train(_CONFIG.value, _WORKDIR.value)
+  if distributed.is_primary():
+    write_summary(_WORKDIR.value, summary)
 
 
 if __name__ == "__main__":

@@ -123,6 +123,52 @@ def sft_dataset(
   return packed.map(ToBatchKeys()).batch(config.batch_size, drop_remainder=config.drop_remainder)
 
 
+class ShardBatches:
+  """This process's data shards' batches side by side: each step, one batch of every shard, their
+  rows concatenated in shard order. Iterating gives a `ShardBatchIterator`, whose state (for a
+  checkpoint) holds each shard's iterator state under the shard's index; with one shard in all,
+  it is that shard's own state (as a plain grain iterator's)."""
+
+  def __init__(self, shards: Mapping[int, grain.IterDataset], num_shards: int):
+    if not shards:
+      raise ValueError("no data shards")
+    self.shards, self.num_shards = dict(shards), num_shards
+
+  def __iter__(self) -> ShardBatchIterator:
+    return ShardBatchIterator({s: iter(ds) for s, ds in self.shards.items()}, self.num_shards)
+
+
+class ShardBatchIterator:
+  def __init__(self, iterators: Mapping[int, Any], num_shards: int):
+    self.iterators, self.num_shards = dict(iterators), num_shards
+
+  def __iter__(self) -> ShardBatchIterator:
+    return self
+
+  def __next__(self) -> dict[str, np.ndarray]:
+    parts = [next(it) for it in self.iterators.values()]  # StopIteration at the first one done
+    if len(parts) == 1:
+      return parts[0]
+    return {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in parts[0]}
+
+  def get_state(self) -> dict[str, Any]:
+    if self.num_shards == 1:
+      return next(iter(self.iterators.values())).get_state()
+    return {str(s): it.get_state() for s, it in self.iterators.items()}
+
+  def set_state(self, state: Mapping[str, Any]) -> None:
+    if self.num_shards == 1:
+      next(iter(self.iterators.values())).set_state(state)
+      return
+    if missing := [s for s in self.iterators if str(s) not in state]:
+      raise ValueError(
+        f"the checkpoint's data state has no shard {missing} (has {sorted(state)}): it was "
+        f"written with another data.num_shards"
+      )
+    for s, it in self.iterators.items():
+      it.set_state(state[str(s)])
+
+
 @dataclasses.dataclass
 class PackingStats:
   """Token counts over batches; ``efficiency`` = non-pad tokens / all tokens."""

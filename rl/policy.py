@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
+from jax.experimental import multihost_utils
 
 from models import ModelConfig, Transformer, abstract_model, decode_step, prefill
 from rl.arguments import ArgumentConstraint, Schemas
@@ -164,14 +165,17 @@ def save_policy(
   """Writes ``config.json``, the tokenizer (``tokenizer.model`` or ``tokenizer.json``) and
   ``checkpoints/<step>/``; returns the latter."""
   directory = Path(directory).absolute()
-  directory.mkdir(parents=True, exist_ok=True)
-  (directory / CONFIG_FILE).write_text(json.dumps(config_to_json(model.config), indent=2) + "\n")
   if not hasattr(tokenizer, "save"):
     raise TypeError(f"{type(tokenizer).__name__} cannot be saved beside a checkpoint")
-  tokenizer.save(directory)
   path = directory / CHECKPOINTS_DIR / str(step)
-  if path.exists():  # a run restarted after it ended exports the same step again
-    shutil.rmtree(path)
+  if jax.process_index() == 0:  # in a multi-process run every process saves its shards below
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / CONFIG_FILE).write_text(json.dumps(config_to_json(model.config), indent=2) + "\n")
+    tokenizer.save(directory)
+    if path.exists():  # a run restarted after it ended exports the same step again
+      shutil.rmtree(path)
+  if jax.process_count() > 1:
+    multihost_utils.sync_global_devices(f"save_policy {path}")
   with ocp.StandardCheckpointer() as checkpointer:
     checkpointer.save(path, savable(nnx.state(model)))
   return path
@@ -201,6 +205,17 @@ def load_policy_parts(
       f"the tokenizer has {tokenizer.vocab_size} ids but the model only {config.vocab_size}"
     )
   graphdef, target = nnx.split(abstract_model(config))
+  # Restored whole onto this process's first device, however many devices and processes saved
+  # it (without a sharding, Orbax refuses a checkpoint written by several processes).
+  device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+  target = jax.tree.map(
+    lambda x: (
+      jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device)
+      if isinstance(x, jax.ShapeDtypeStruct)
+      else x
+    ),
+    target,
+  )
   with ocp.StandardCheckpointer() as checkpointer:
     state = unsavable(checkpointer.restore(path, savable(target)), target)
   return nnx.merge(graphdef, state), tokenizer, path

@@ -31,9 +31,10 @@ from tqdm import tqdm
 
 import models
 from models.flops import model_summary
+from rl import distributed
 from rl.chat import SPECIAL_TOKENS, ChatRenderer
 from rl.copying import copy_stage, plot_stage
-from rl.data import BATCH_KEYS, DataConfig, measure_packing, sft_dataset
+from rl.data import BATCH_KEYS, DataConfig, ShardBatches, measure_packing, sft_dataset
 from rl.policy import POLICY_DIR, savable, save_policy, unsavable
 from rl.tokenizer import (
   SentencePieceTokenizer,
@@ -419,10 +420,33 @@ def init_state(model: models.Transformer, tx, mesh) -> tuple[Any, dict[str, Any]
   return graphdef, _replicate_unsharded(state, mesh)
 
 
-def shard_batch(batch: Mapping[str, np.ndarray], mesh) -> dict[str, jax.Array]:
-  """The host batch as global arrays with rows split over the data axes of `mesh`."""
+def shard_batch(
+  batch: Mapping[str, np.ndarray], mesh, *, whole: bool = False
+) -> dict[str, jax.Array]:
+  """This process's rows of a batch (`local_batches`: the whole batch on one process) as global
+  arrays with rows split over the data axes of `mesh`; `whole`: `batch` is the whole global
+  batch, the same on every process, of which this process passes on its own rows."""
   sharding = NamedSharding(mesh, PartitionSpec(BATCH_AXES, None))
-  return {k: jax.device_put(np.asarray(batch[k], np.int32), sharding) for k in BATCH_KEYS}
+  local = {k: np.asarray(batch[k], np.int32) for k in BATCH_KEYS}
+  processes = jax.process_count()
+  if whole and processes > 1:
+    rows = len(local["tokens"])
+    start, stop = distributed.row_range(sharding, (rows, 1))
+    local = {k: v[start:stop] for k, v in local.items()}
+  return distributed.global_batch(local, sharding, len(local["tokens"]) * processes)
+
+
+def check_row_layout(mesh, rows: int) -> None:
+  """Each process must hold one block of the global batch's rows, process p the p-th (what
+  `local_batches` loads); a mesh whose batch axes do not split that way gets a clear error."""
+  sharding = NamedSharding(mesh, PartitionSpec(BATCH_AXES, None))
+  p, n = jax.process_index(), jax.process_count()
+  expected = (p * rows // n, (p + 1) * rows // n)
+  if rows % n or distributed.row_range(sharding, (rows, 1)) != expected:
+    raise ValueError(
+      f"process {p} of {n}: the mesh {dict(mesh.shape)} does not give it rows {expected} of "
+      f"{rows}; give each process whole slices of the data / fsdp axes"
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -520,18 +544,61 @@ def get_tokenizer(
   return set_chat_system(tokenizer, system)
 
 
-def _data_config(config: ml_collections.ConfigDict, *, epochs: int | None, train: bool):
+def data_shards(config: ml_collections.ConfigDict) -> tuple[int, list[int]]:
+  """(S, this process's data shards). The trajectories are dealt into S shards
+  (``data.num_shards``; 0 = one per process), each packed into rows on its own; a global batch
+  is every shard's B / S rows side by side, process p loading shards [p S / P, (p + 1) S / P).
+  The batches depend on S alone, so a run of 1 process and one of P processes with the same S
+  train on the same rows."""
+  processes = jax.process_count()
+  shards = config.data.get("num_shards", 0) or processes
+  if shards % processes or config.data.batch_size % shards:
+    raise ValueError(
+      f"data.num_shards={shards} must be a multiple of the {processes} processes and divide "
+      f"data.batch_size={config.data.batch_size}"
+    )
+  per = shards // processes
+  first = jax.process_index() * per
+  return shards, list(range(first, first + per))
+
+
+def _data_config(
+  config: ml_collections.ConfigDict,
+  *,
+  epochs: int | None,
+  train: bool,
+  shard: int = 0,
+  num_shards: int = 1,
+) -> DataConfig:
   d = config.data
   return DataConfig(
     seq_len=d.seq_len,
-    batch_size=d.batch_size,
+    batch_size=d.batch_size // num_shards,
     seed=d.seed,
     num_epochs=epochs,
-    num_packing_bins=d.num_packing_bins or None,
+    num_packing_bins=d.num_packing_bins // num_shards or None,
     overlong=d.overlong,
     drop_remainder=train,
-    shard_index=jax.process_index(),
-    num_shards=jax.process_count(),
+    shard_index=shard,
+    num_shards=num_shards,
+  )
+
+
+def local_batches(
+  trajectories, renderer, config: ml_collections.ConfigDict, *, epochs: int | None, train: bool
+) -> ShardBatches:
+  """This process's rows of every global batch (`data_shards`)."""
+  shards, mine = data_shards(config)
+  return ShardBatches(
+    {
+      s: sft_dataset(
+        trajectories,
+        renderer,
+        _data_config(config, epochs=epochs, train=train, shard=s, num_shards=shards),
+      )
+      for s in mine
+    },
+    shards,
   )
 
 
@@ -541,16 +608,18 @@ def data_stats(trajectories, renderer, config: ml_collections.ConfigDict) -> dic
   that falls past the row end, and one epoch's packing (`rl.data.PackingStats`, whose
   ``packing_efficiency`` is non-pad tokens / all tokens)."""
   seq_len = config.data.seq_len
+  shards, mine = data_shards(config)
   lengths, loss_tokens, lost = [], 0, 0
-  for record in trajectories:
+  for record in (r for s in mine for r in trajectories[s::shards]):  # this process's share
     rendered = renderer.render(record["messages"])
     lengths.append(len(rendered))
     loss_tokens += int(rendered.loss_mask[1:].sum())  # a target is learned, not the first input
     lost += int(rendered.loss_mask[seq_len + 1 :].sum())
   lengths_n = np.asarray(lengths)
   packing = measure_packing(
-    sft_dataset(trajectories, renderer, _data_config(config, epochs=1, train=True)), progress=False
+    local_batches(trajectories, renderer, config, epochs=1, train=True), progress=False
   )
+  packing.batches = distributed.all_processes(packing.batches, min)  # steps every process has
   return {
     "trajectories": len(lengths),
     "length_percentiles": {str(q): int(np.percentile(lengths_n, q)) for q in (0, 10, 50, 90, 100)},
@@ -570,8 +639,8 @@ def count_steps(
     return config.max_steps
   per_epoch = batches_per_epoch
   if per_epoch is None:
-    one_epoch = sft_dataset(trajectories, renderer, _data_config(config, epochs=1, train=True))
-    per_epoch = sum(1 for _ in one_epoch)
+    one_epoch = local_batches(trajectories, renderer, config, epochs=1, train=True)
+    per_epoch = distributed.all_processes(sum(1 for _ in one_epoch), min)
   if not per_epoch:
     raise ValueError(
       f"{len(trajectories)} trajectories do not fill one batch of {config.data.batch_size} rows"
@@ -585,6 +654,30 @@ def _pad_rows(batch: Mapping[str, np.ndarray], rows: int) -> dict[str, np.ndarra
   return {k: np.pad(np.asarray(batch[k]), ((0, short), (0, 0))) for k in BATCH_KEYS}
 
 
+def _eval_batches(eval_set, renderer, config: ml_collections.ConfigDict) -> list[dict]:
+  """This process's rows of every held-out batch: each shard's batches padded to B / S rows, and
+  empty rows where a shard (or every shard of this process) has run out before the others."""
+  shards, mine = data_shards(config)
+  rows, seq_len = config.data.batch_size // shards, config.data.seq_len
+  per_shard = [
+    [
+      _pad_rows(b, rows)
+      for b in sft_dataset(
+        eval_set,
+        renderer,
+        _data_config(config, epochs=1, train=False, shard=s, num_shards=shards),
+      )
+    ]
+    for s in mine
+  ]
+  count = distributed.all_processes(max(len(b) for b in per_shard), max)
+  empty = {k: np.zeros((rows, seq_len), np.int32) for k in BATCH_KEYS}
+  return [
+    {k: np.concatenate([(b[i] if i < len(b) else empty)[k] for b in per_shard]) for k in BATCH_KEYS}
+    for i in range(count)
+  ]
+
+
 # --------------------------------------------------------------------------------------------------
 # Throughput
 
@@ -592,13 +685,27 @@ def _pad_rows(batch: Mapping[str, np.ndarray], rows: int) -> dict[str, np.ndarra
 def measure_matmul_peak(size: int = 2048, dtype: str = "float32", repeats: int = 5) -> float:
   """FLOP/s of a square matmul on all local devices together (the best of `repeats`)."""
   devices = jax.local_devices()
-  f = jax.jit(lambda a, b: a @ b)
+  # One device's mesh each: called under a training mesh (of every process's devices), a plain
+  # jit would place the product on that mesh instead.
+  meshes = [jax.sharding.Mesh(np.array([d]), ("one",)) for d in devices]
+  xs = [jax.device_put(np.ones((size, size), jnp.dtype(dtype)), d) for d in devices]
+  products = []
+  for mesh in meshes:
+    with jax.set_mesh(mesh):
+      products.append(jax.jit(lambda a, b: a @ b))
+
+  def run():
+    out = []
+    for mesh, f, x in zip(meshes, products, xs, strict=True):
+      with jax.set_mesh(mesh):
+        out.append(f(x, x))
+    jax.block_until_ready(out)
+
+  run()
   best = math.inf
-  xs = [jax.device_put(jnp.ones((size, size), dtype), d) for d in devices]
-  jax.block_until_ready([f(x, x) for x in xs])
   for _ in range(repeats):
     t0 = time.perf_counter()
-    jax.block_until_ready([f(x, x) for x in xs])
+    run()
     best = min(best, time.perf_counter() - t0)
   return 2.0 * size**3 * len(devices) / best
 
@@ -730,11 +837,13 @@ def export_checkpoint(
 
 
 def _save(manager, step: int, state, data_iter) -> None:
+  # Every process's data iterators (its own shards), merged: the same JSON item on every process.
+  data_state = distributed.gather_json(data_iter.get_state())
   manager.save(
     step,
     args=ocp.args.Composite(
       state=ocp.args.StandardSave(savable(state)),
-      data=ocp.args.JsonSave(data_iter.get_state()),
+      data=ocp.args.JsonSave(data_state),
     ),
   )
 
@@ -745,15 +854,14 @@ def _evaluate(eval_step, state, eval_set, renderer, config, mesh) -> dict[str, f
   the oracle's history); {} without held-out trajectories."""
   if not eval_set:
     return {}
-  ds = sft_dataset(eval_set, renderer, _data_config(config, epochs=1, train=False))
   nll = correct = n = 0.0
   matched = turns = 0
-  for batch in ds:
-    batch = _pad_rows(batch, config.data.batch_size)
+  for batch in _eval_batches(eval_set, renderer, config):
     s, c, k, correct_bt = eval_step(state, shard_batch(batch, mesh))
     nll, correct, n = nll + float(s), correct + float(c), n + float(k)
-    m, t = turn_matches(np.asarray(jax.device_get(correct_bt)), batch["loss_mask"])
+    m, t = turn_matches(distributed.local_rows(correct_bt), batch["loss_mask"])
     matched, turns = matched + m, turns + t
+  matched, turns = distributed.sum_over_processes(matched, turns)
   if not n:
     return {}
   return {
@@ -780,18 +888,24 @@ def train(
       f"batch_size {config.data.batch_size} is not a multiple of grad_accum "
       f"{config.optim.grad_accum}"
     )
-  train_set, eval_set = load_sft_set(config, workdir)
-  tokenizer = get_tokenizer(config, workdir, train_set)
+  # Process 0 generates the data (when none is given) and trains the tokenizer; the others then
+  # read both from the workdir.
+  for turn in (True, False):
+    if distributed.is_primary() == turn:
+      train_set, eval_set = load_sft_set(config, workdir)
+      tokenizer = get_tokenizer(config, workdir, train_set)
+      if turn:
+        tokenizer.save(workdir)  # beside every checkpoint, loaded with it
+        (workdir / CONFIG_FILE).write_text(config.to_json_best_effort(indent=2) + "\n")
+    distributed.barrier(f"sft-data-{turn}")
   renderer = ChatRenderer(tokenizer) if tools is None else ChatRenderer(tokenizer, tools)
-  if jax.process_index() == 0:
-    tokenizer.save(workdir)  # beside every checkpoint, loaded with it
-    (workdir / CONFIG_FILE).write_text(config.to_json_best_effort(indent=2) + "\n")
 
   mesh = build_mesh(config)
   rows_per_micro = config.data.batch_size // config.optim.grad_accum
   batch_shards = mesh.shape["data"] * mesh.shape["fsdp"]
   if rows_per_micro % batch_shards:
     raise ValueError(f"{rows_per_micro} rows per micro-batch do not split over {batch_shards}")
+  check_row_layout(mesh, config.data.batch_size)
   stats = data_stats(train_set, renderer, config)
   print(
     f"{stats['trajectories']} training trajectories, median {stats['length_percentiles']['50']} "
@@ -819,9 +933,7 @@ def train(
     eval_step = jax.jit(make_eval_step(graphdef))
 
     data_iter = iter(
-      sft_dataset(
-        train_set, renderer, _data_config(config, epochs=config.data.num_epochs, train=True)
-      )
+      local_batches(train_set, renderer, config, epochs=config.data.num_epochs, train=True)
     )
     manager = _checkpoint_manager(workdir, config)
     start, state, data_state = restore_latest(manager, state, "data")
@@ -836,7 +948,7 @@ def train(
         state,
         vocab_size=tokenizer.vocab_size,
         aux_loss_coef=model_config.router_aux_loss_coef,
-        shard=lambda rows: shard_batch(rows, mesh),
+        shard=lambda rows: shard_batch(rows, mesh, whole=True),
       )
       if jax.process_index() == 0:
         (workdir / COPY_STAGE_FILE).write_text(json.dumps(copy_points, indent=1) + "\n")
@@ -855,12 +967,20 @@ def train(
     history: list[dict[str, float]] = []
     timed_tokens, timed_seconds = 0.0, 0.0
     last_eval = initial_eval
-    bar = tqdm(total=total_steps, initial=start, desc="sft", mininterval=1.0)
+    bar = tqdm(
+      total=total_steps,
+      initial=start,
+      desc="sft",
+      mininterval=1.0,
+      disable=not distributed.is_primary(),
+    )
     step = start
     batches: Iterator = data_iter
     while step < total_steps:
       if config.stop_after and step - start >= config.stop_after:
-        break  # a simulated preemption: nothing is saved
+        # A simulated preemption: nothing is saved.
+        print(f"stopped after step {step} without saving (stop_after)", flush=True)
+        break
       try:
         host_batch = next(batches)
       except StopIteration:
@@ -870,7 +990,7 @@ def train(
       metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
       seconds = time.perf_counter() - t0
       step += 1
-      computed = float(host_batch["tokens"].size)
+      computed = float(host_batch["tokens"].size) * jax.process_count()  # every process's rows
       if step > start + 1:  # the first step compiles
         timed_tokens, timed_seconds = timed_tokens + computed, timed_seconds + seconds
       metrics["tokens_per_s"] = computed / seconds
