@@ -3,6 +3,9 @@
 ``python -m experiments.train_sft --config=configs/sft.py:tiny --workdir=DIR`` trains (or resumes
 from the latest checkpoint in ``DIR/checkpoints``), writes metrics as TensorBoard event files and
 ``DIR/summary.json`` (steps, initial_loss, final_loss, eval_loss, tokens_per_s, mfu, ...).
+
+As several processes (``--num_processes``, ``--process_id``, ``--coordinator_address``, or
+``--cluster_detect``; BUILD.md, "Many processes"), each loads only its own data shards.
 """
 
 from absl import flags

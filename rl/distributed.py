@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from collections.abc import Mapping
 from typing import Any
 
@@ -159,6 +160,50 @@ def gather_json(item: Mapping[str, Any]) -> dict[str, Any]:
       raise ValueError(f"processes wrote the same keys {sorted(clash)}")
     merged.update(part)
   return merged
+
+
+def gather_objects(obj: Any) -> list[Any]:
+  """Every process's (picklable) `obj`, in process order, on every process."""
+  if jax.process_count() == 1:
+    return [obj]
+  data = np.frombuffer(pickle.dumps(obj), np.uint8)
+  longest = all_processes(len(data), max)
+  padded = np.zeros(longest + 8, np.uint8)
+  padded[:8] = np.frombuffer(np.int64(len(data)).tobytes(), np.uint8)
+  padded[8 : 8 + len(data)] = data
+  rows = np.asarray(multihost_utils.process_allgather(padded)).reshape(jax.process_count(), -1)
+  out = []
+  for row in rows:
+    length = int(np.frombuffer(row[:8].tobytes(), np.int64)[0])
+    out.append(pickle.loads(row[8 : 8 + length].tobytes()))
+  return out
+
+
+def local_mesh(mesh: jax.sharding.Mesh) -> jax.sharding.Mesh:
+  """A mesh of this process's devices with `mesh`'s axis names: the batch axis ``fsdp`` takes
+  them all (where one process samples on its own, e.g. GRPO's rollouts)."""
+  devices = np.asarray(jax.local_devices())
+  shape = [1] * len(mesh.axis_names)
+  shape[mesh.axis_names.index("fsdp")] = devices.size
+  return jax.sharding.Mesh(
+    devices.reshape(shape), mesh.axis_names, axis_types=(jax.sharding.AxisType.Auto,) * len(shape)
+  )
+
+
+def to_local(tree, mesh: jax.sharding.Mesh):
+  """A pytree of global arrays copied whole to every process, each leaf placed on `mesh` (a
+  `local_mesh`) with its own partition spec: a process-local copy of, e.g., the parameters."""
+
+  def copy(x):
+    if not isinstance(x, jax.Array):
+      return x
+    spec = x.sharding.spec if isinstance(x.sharding, NamedSharding) else None
+    value = x if x.is_fully_addressable else multihost_utils.process_allgather(x, tiled=True)
+    value = np.asarray(value)
+    spec = spec if spec is not None else jax.sharding.PartitionSpec()
+    return jax.device_put(value, NamedSharding(mesh, spec))
+
+  return jax.tree.map(copy, tree)
 
 
 def barrier(name: str) -> None:

@@ -40,7 +40,7 @@ from tqdm import tqdm
 import models
 from compoworld.rubric import check_coupling
 from models import sharding
-from rl import sft
+from rl import distributed, sft
 from rl.chat import ChatRenderer
 from rl.grpo_loss import GRPOLossConfig, grpo_loss, token_logp_and_entropy
 from rl.policy import POLICY_DIR, load_policy_parts, savable, save_policy
@@ -339,12 +339,19 @@ def init_state(model: models.Transformer, tx, mesh, *, keep_reference: bool):
 
 
 def shard_batch(batch: Mapping[str, np.ndarray], advantages_b: np.ndarray, mesh) -> dict:
-  """The update's inputs as global arrays, rows split over the batch axes of `mesh`."""
+  """The update's inputs (the whole batch, the same on every process) as global arrays, rows
+  split over the batch axes of `mesh`; each process passes on the rows its devices hold."""
   rows = NamedSharding(mesh, PartitionSpec(sft.BATCH_AXES, None))
-  out = {k: jax.device_put(np.asarray(batch[k]), rows) for k in ROW_KEYS}
-  out["advantages"] = jax.device_put(
-    np.asarray(advantages_b, np.float32), NamedSharding(mesh, PartitionSpec(sft.BATCH_AXES))
-  )
+  whole = {k: np.asarray(batch[k]) for k in ROW_KEYS}
+  whole["advantages"] = np.asarray(advantages_b, np.float32)
+  b = len(whole["advantages"])
+  start, stop = distributed.row_range(rows, (b, 1)) if jax.process_count() > 1 else (0, b)
+  out = {}
+  for k, v in whole.items():
+    spec = PartitionSpec(sft.BATCH_AXES, *([None] * (v.ndim - 1)))
+    out[k] = jax.make_array_from_process_local_data(
+      NamedSharding(mesh, spec), v[start:stop], v.shape
+    )
   return out
 
 
@@ -440,11 +447,16 @@ def _shard_model(model: models.Transformer, mesh) -> models.Transformer:
   values = jax.tree.leaves(nnx.state(model))
   if len(values) != len(leaves):
     raise ValueError(f"the loaded model has {len(values)} arrays; its config makes {len(leaves)}")
-  # (the abstract shardings name an abstract mesh: re-anchor their specs on the real one)
-  placed = [
-    jax.device_put(x, NamedSharding(mesh, t.sharding.spec))
-    for x, t in zip(values, leaves, strict=True)
-  ]
+  # (the abstract shardings name an abstract mesh: re-anchor their specs on the real one; every
+  # process loaded the whole model and fills its own devices' shards)
+  placed = []
+  for x, t in zip(values, leaves, strict=True):
+    value = np.asarray(x)
+    placed.append(
+      jax.make_array_from_callback(
+        value.shape, NamedSharding(mesh, t.sharding.spec), lambda index, v=value: v[index]
+      )
+    )
   return nnx.merge(graphdef, jax.tree.unflatten(treedef, placed))
 
 
@@ -499,14 +511,45 @@ def _save(manager, step: int, state, log: dict[str, list]) -> None:
   )
 
 
-def _evaluate(engine, tasks, seed: int, state) -> dict[str, float]:
-  """Pass rate (every criterion met) and mean rubric score of the eval engine on `tasks`."""
-  rollouts = engine.run(tasks, seed=seed, state=state)
+def _evaluate(engine, tasks, seed: int, state, mesh) -> dict[str, float]:
+  """Pass rate (every criterion met) and mean rubric score of the eval engine on `tasks` (each
+  process plays its share of them)."""
+  mine, first = process_share(tasks)
+  rollouts = run_engine(engine, mine, seed=seed, state=state, first_group=first, mesh=mesh)
   passed = [np.asarray(r.passed, bool) for r in rollouts]
+  passed = [p for part in distributed.gather_objects(passed) for p in part]
   return {
     "eval_pass_rate": float(np.mean([p.size > 0 and p.all() for p in passed])),
     "eval_rubric_score": float(np.mean([p.mean() if p.size else 0.0 for p in passed])),
   }
+
+
+def process_share(tasks: Sequence[Any]) -> tuple[list[Any], int]:
+  """This process's tasks of a step's (or an evaluation's) and the index of its first: process
+  p of P plays the p-th of P nearly equal, contiguous parts."""
+  p, count = jax.process_index(), jax.process_count()
+  bounds = np.linspace(0, len(tasks), count + 1).round().astype(int)
+  return list(tasks[bounds[p] : bounds[p + 1]]), int(bounds[p])
+
+
+def run_engine(engine, tasks, *, seed: int, state, first_group: int = 0, mesh=None) -> list[Any]:
+  """``engine.run`` on this process's tasks; in a multi-process run on a process-local copy of
+  `state` and on this process's devices (``first_group`` keeps each rollout's randomness that
+  of the one-process run)."""
+  if jax.process_count() == 1:
+    return engine.run(tasks, seed=seed, state=state)
+  local_mesh = distributed.local_mesh(mesh)
+  local = distributed.to_local(state, local_mesh)  # (gathered under the training mesh)
+  with models.use_mesh(local_mesh):
+    return engine.run(tasks, seed=seed, state=local, first_group=first_group) if tasks else []
+
+
+def gather_rollouts(rollouts: list[Any], first_group: int) -> list[Any]:
+  """Every process's rollouts (group-major, groups renumbered in the whole batch), on every
+  process: the batch, rewards and advantages are then the one-process run's."""
+  for r in rollouts:
+    r.group += first_group
+  return [r for part in distributed.gather_objects(rollouts) for r in part]
 
 
 def _progress(step: int, total: int, m: Mapping[str, float]) -> str:
@@ -604,25 +647,35 @@ def train(
       return nnx.split(nnx.merge(graphdef, state["params"], state["rest"]))[1]
 
     def evaluate(at: int) -> dict[str, float]:
-      result = _evaluate(eval_engine, eval_tasks, config.eval.seed, sampling_state())
+      result = _evaluate(eval_engine, eval_tasks, config.eval.seed, sampling_state(), mesh)
       evals.append({"step": at, **result})
       writer.write(at, result)
       return result
 
     writer = sft.MetricWriter(workdir)
     if eval_engine is not None and start == 0:
-      tqdm.write(f"step 0 | eval {evaluate(0)}")
+      result = evaluate(0)
+      if distributed.is_primary():
+        tqdm.write(f"step 0 | eval {result}")
     total = config.num_steps
-    bar = tqdm(total=total, initial=start, desc="grpo", mininterval=1.0)
+    primary = distributed.is_primary()
+    bar = tqdm(total=total, initial=start, desc="grpo", mininterval=1.0, disable=not primary)
     step = start
     while step < total:
       if config.stop_after and step - start >= config.stop_after:
         break  # a simulated preemption: nothing is saved
       t0 = time.perf_counter()
       step_tasks = [tasks[i] for i in step_task_indices(len(tasks), step, g, config.seed)]
-      rollouts = engine.run(
-        step_tasks, seed=rollout_seed(config.seed, step), state=sampling_state()
+      mine, first = process_share(step_tasks)  # each process plays its own groups
+      rollouts = run_engine(
+        engine,
+        mine,
+        seed=rollout_seed(config.seed, step),
+        state=sampling_state(),
+        first_group=first,
+        mesh=mesh,
       )
+      rollouts = gather_rollouts(rollouts, first)
       t1 = time.perf_counter()
       batch = assemble_batch(rollouts, g, n, min_length=config.data.min_length, coupling=coupling)
       rewards, advantages = rewards_and_advantages(batch, reward_fn, config.reward.delta)
@@ -649,7 +702,8 @@ def train(
       line = _progress(step, total, metrics)
       if eval_engine is not None and (step % config.eval.every == 0 or step == total):
         line += f" | eval {evaluate(step)}"
-      bar.write(line)
+      if primary:
+        bar.write(line)
       bar.update(1)
       if step % config.checkpoint.every == 0 or step == total:
         _save(manager, step, state, log)

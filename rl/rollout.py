@@ -570,7 +570,7 @@ class RolloutEngine:
       raw_passed=np.asarray(result.passed("independent"), bool),
     )
 
-  def _new_rows(self, tasks: Sequence[Task]) -> list[_Row]:
+  def _new_rows(self, tasks: Sequence[Task], first_group: int = 0) -> list[_Row]:
     n = self.config.num_rollouts
     rows = []
     for g, task in enumerate(tasks):
@@ -580,7 +580,7 @@ class RolloutEngine:
       setup = (time.perf_counter() - t0) / n
       for i, env in enumerate(forks):
         conv = start_conversation(self.renderer, task)
-        row = _Row(task, g, i, g * n + i, env, conv, env_seconds=setup)
+        row = _Row(task, g, i, (first_group + g) * n + i, env, conv, env_seconds=setup)
         row.logprobs = [0.0] * len(conv.ids)
         rows.append(row)
       prompt = len(rows[-1].conv.prompt_ids())
@@ -592,16 +592,23 @@ class RolloutEngine:
     return rows
 
   def run(
-    self, tasks: Sequence[Task], *, seed: int, state: nnx.State | None = None
+    self,
+    tasks: Sequence[Task],
+    *,
+    seed: int,
+    state: nnx.State | None = None,
+    first_group: int = 0,
   ) -> list[Rollout]:
     """len(tasks) * N rollouts, group-major order (group 0's N rollouts first). Each rollout
     plays in its own fork of the task's s0. `state` = the policy parameters to sample with
-    (nnx.split(model)[1] layout); None = the model's current ones. Deterministic given seed."""
+    (nnx.split(model)[1] layout); None = the model's current ones. Deterministic given seed.
+    `first_group`: these tasks are groups first_group, ... of a bigger batch whose other groups
+    another process plays; each rollout samples as it would in the whole batch."""
     if not tasks:
       return []
     cfg = self.config
     state = state if state is not None else nnx.state(self.model)
-    rows = self._new_rows(tasks)
+    rows = self._new_rows(tasks, first_group)
     cache, logits_bv = self._prefill(state, rows, cfg.num_rollouts)
     key = jax.random.key(seed)
     # The cache slot of each row; after the prefill, the slot of its group's prompt.

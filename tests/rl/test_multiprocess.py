@@ -1,7 +1,8 @@
-"""SFT as several processes (jax.distributed on one CPU host, gloo collectives): 2 processes of 4
-fake devices train as 1 process of 8, and a run whose processes die resumes from its checkpoint.
+"""SFT and GRPO as several processes (jax.distributed on one CPU host, gloo collectives): 2
+processes of 4 fake devices train as 1 process of 8, and an SFT run that loses a process resumes
+from its checkpoint.
 
-Each run is `experiments.train_sft` in subprocesses, as a user launches it on a cluster."""
+Each run is `experiments.train_sft` / `train_grpo` in subprocesses, as a user launches it."""
 
 import json
 import os
@@ -28,8 +29,15 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
-def _launch(config: Path, workdir: Path, processes: int, extra: dict[int, list[str]] | None = None):
-  """`processes` processes of 8 / `processes` CPU devices each training `config` in `workdir`."""
+def _launch(
+  config: Path,
+  workdir: Path,
+  processes: int,
+  extra: dict[int, list[str]] | None = None,
+  script: str = "experiments.train_sft",
+):
+  """`processes` processes of 8 / `processes` CPU devices each running `script` with `config`
+  in `workdir`."""
   env = {
     **os.environ,
     "JAX_PLATFORMS": "cpu",
@@ -38,7 +46,7 @@ def _launch(config: Path, workdir: Path, processes: int, extra: dict[int, list[s
   port = _free_port()
   procs = []
   for i in range(processes):
-    args = [sys.executable, "-m", "experiments.train_sft", f"--config={config}"]
+    args = [sys.executable, "-m", script, f"--config={config}"]
     args += [f"--workdir={workdir}", *(extra or {}).get(i, [])]
     if processes > 1:
       args += [f"--num_processes={processes}", f"--process_id={i}"]
@@ -56,9 +64,13 @@ def _wait(procs, timeout: float = 600) -> None:
     assert p.returncode == 0, f"process {i} exited with {p.returncode}"
 
 
-def _losses(workdir: Path) -> dict[int, float]:
+def _metrics(workdir: Path, key: str) -> dict[int, float]:
   rows = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
-  return {r["step"]: r["loss"] for r in rows if "loss" in r}
+  return {r["step"]: r[key] for r in rows if key in r}
+
+
+def _losses(workdir: Path) -> dict[int, float]:
+  return _metrics(workdir, "loss")
 
 
 def _params(workdir: Path) -> dict[str, np.ndarray]:
@@ -156,3 +168,55 @@ def test_processes_that_die_resume_from_the_last_checkpoint(setup):
   summary = json.loads((run / "summary.json").read_text())
   assert summary["start_step"] == 2 and summary["steps"] == STEPS
   np.testing.assert_allclose(summary["losses"], [_losses(one)[s] for s in (3, 4)], atol=1e-5)
+
+
+@pytest.mark.slow
+def test_two_processes_run_grpo_as_one(tmp_path, tokenizer, tasks):
+  """Each process plays its own groups (process 1 the second task's rollouts) on its own copy of
+  the policy; the gathered batch, its update and the held-out evaluation are the one-process
+  run's."""
+  import models
+  from compoworld.tasks import save_tasks
+  from rl.policy import save_policy
+  from tests.rl.test_grpo import tiny_model
+
+  with models.use_mesh(None):
+    save_policy(tmp_path / "init", tiny_model(vocab=tokenizer.vocab_size), tokenizer, 0)
+  save_tasks(tasks, tmp_path / "tasks.jsonl")
+  config = tmp_path / "config.py"
+  config.write_text(
+    textwrap.dedent(f"""
+    from configs.grpo import get_config as grpo_config
+
+    def get_config():
+      c = grpo_config("tiny")
+      c.init, c.sft_config = "{tmp_path / "init"}", ""
+      c.data.tasks = "{tmp_path / "tasks.jsonl"}"
+      c.data.num_eval_tasks = 1
+      c.num_steps = 2
+      c.data.tasks_per_step = 2
+      c.data.min_length = 64
+      c.rollout.num_rollouts = 4
+      c.optim.lr = 1e-2
+      # every row's sampled tokens move the update, whatever the rewards of a random policy
+      c.loss.entropy_coef = 0.01
+      c.eval.every = 2
+      c.checkpoint.every = 1
+      return c
+    """)
+  )
+  one, two = tmp_path / "one", tmp_path / "two"
+  _wait(_launch(config, one, 1, script="experiments.train_grpo"))
+  _wait(_launch(config, two, 2, script="experiments.train_grpo"))
+  for key in ("loss", "entropy", "grad_norm", "response_length", "tool_calls", "mean_reward"):
+    a, b = _metrics(one, key), _metrics(two, key)
+    assert sorted(a) == [1, 2], key
+    np.testing.assert_allclose(
+      [b[s] for s in (1, 2)], [a[s] for s in (1, 2)], atol=1e-5, err_msg=key
+    )
+  assert _metrics(one, "grad_norm")[1] > 0
+  assert _metrics(two, "eval_pass_rate") == _metrics(one, "eval_pass_rate")
+  p1, p2 = _params(one), _params(two)
+  assert p1.keys() == p2.keys() and p1
+  for name in p1:
+    np.testing.assert_allclose(p2[name], p1[name], atol=1e-5, err_msg=name)
