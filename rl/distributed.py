@@ -144,18 +144,8 @@ def all_processes(value: int, reduce=min) -> int:
 def gather_json(item: Mapping[str, Any]) -> dict[str, Any]:
   """Every process's JSON object merged into one (the same on every process): keys must not
   collide. Used for the data iterators' states, each process's own shards under their keys."""
-  if jax.process_count() == 1:
-    return dict(item)
-  data = np.frombuffer(json.dumps(item, sort_keys=True).encode(), np.uint8)
-  longest = all_processes(len(data), max)
-  padded = np.zeros(longest + 8, np.uint8)
-  padded[:8] = np.frombuffer(np.int64(len(data)).tobytes(), np.uint8)
-  padded[8 : 8 + len(data)] = data
-  rows = np.asarray(multihost_utils.process_allgather(padded)).reshape(jax.process_count(), -1)
   merged: dict[str, Any] = {}
-  for row in rows:
-    length = int(np.frombuffer(row[:8].tobytes(), np.int64)[0])
-    part = json.loads(row[8 : 8 + length].tobytes().decode())
+  for part in gather_objects(json.loads(json.dumps(item))):
     if clash := set(part) & set(merged):
       raise ValueError(f"processes wrote the same keys {sorted(clash)}")
     merged.update(part)

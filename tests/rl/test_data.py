@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from rl.chat import ChatRenderer
-from rl.data import BATCH_KEYS, DataConfig, example_from_ids, measure_packing, sft_dataset
+from rl.data import (
+  BATCH_KEYS,
+  DataConfig,
+  ShardBatches,
+  example_from_ids,
+  measure_packing,
+  sft_dataset,
+)
 
 SEQ_LEN = 256
 WORDS = ["the", "service", "tool", "returns", "an", "envelope", "ok", "status", "data", "id"]
@@ -206,3 +213,35 @@ def test_targets_are_next_tokens_and_the_mask_follows_the_targets():
   np.testing.assert_array_equal(cut["targets"], [11, 12])
   np.testing.assert_array_equal(cut["loss_mask"], [0, 1])
   assert {v.dtype for v in example.values()} == {np.dtype(np.int32)}
+
+
+def _shards(records, renderer, which, num_shards=2):
+  def shard(s):
+    config = DataConfig(seq_len=SEQ_LEN, batch_size=2, num_epochs=None, shard_index=s,
+                        num_shards=num_shards)  # fmt: skip
+    return sft_dataset(records, renderer, config)
+
+  return ShardBatches({s: shard(s) for s in which}, num_shards)
+
+
+def test_shard_batches_put_each_shards_rows_side_by_side(records, renderer):
+  """A process with both shards sees, row for row, what two processes of one shard each see."""
+  both, first, second = (iter(_shards(records, renderer, w)) for w in ([0, 1], [0], [1]))
+  for _ in range(3):
+    whole, a, b = next(both), next(first), next(second)
+    for key in BATCH_KEYS:
+      np.testing.assert_array_equal(whole[key], np.concatenate([a[key], b[key]]))
+
+
+def test_shard_batches_state_restores_each_shard(records, renderer):
+  it = iter(_shards(records, renderer, [0, 1]))
+  for _ in range(3):
+    next(it)
+  state = json.loads(json.dumps(it.get_state()))
+  assert set(state) == {"0", "1"}
+  expected = next(it)
+  resumed = iter(_shards(records, renderer, [1]))  # one process's share of the same state
+  resumed.set_state(state)
+  np.testing.assert_array_equal(next(resumed)["tokens"], expected["tokens"][2:])
+  with pytest.raises(ValueError, match=r"no shard \[2\]"):
+    iter(_shards(records, renderer, [2], num_shards=4)).set_state(state)
