@@ -7,7 +7,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-MOE_BACKENDS = ("ragged_dot", "sort", "loop")
+MOE_BACKENDS = ("ragged_dot", "sort", "loop", "all_to_all")
 REMAT_POLICIES = ("none", "full", "dots")
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -46,7 +46,9 @@ class ModelConfig:
   num_experts_per_tok: int = 2
   expert_dim: int = 32
   shared_expert_dim: int = 32
-  moe_backend: str = "ragged_dot"  # one of MOE_BACKENDS
+  # one of MOE_BACKENDS; "all_to_all" splits the experts over the mesh's expert axis and sends the
+  # tokens to them (models.expert_parallel)
+  moe_backend: str = "ragged_dot"
   moe_tile: int = 0  # rows per tile of the "sort" backend; 0 chooses from the token count
   # Token groups routed and dispatched independently (each sorts only its own rows), split along
   # the batch; 0: one per batch shard of the mesh, so dispatch stays local to each device.

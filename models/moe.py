@@ -26,6 +26,7 @@ from flax import nnx, struct
 
 from models import sharding
 from models.config import ModelConfig
+from models.expert_parallel import dispatch_all_to_all
 from models.layers import SwiGLU, normal
 from models.tiled_experts import dispatch_sort, dispatch_sort_groups, map_groups
 
@@ -164,6 +165,8 @@ def dispatch_groups(
   any) runs on the expert weights first (the "sort" backend runs it again in the backward pass
   instead of keeping its result)."""
   weights = (w_gate_edf, w_up_edf, w_down_efd)
+  if backend == "all_to_all":  # each device keeps its own experts: tokens travel instead
+    return dispatch_all_to_all(x_gnd, weights_gnk, experts_gnk, *weights, tile)
   if backend == "sort":  # the tile loop runs once for all groups, so unused tiles stay skipped
     return dispatch_sort_groups(x_gnd, weights_gnk, experts_gnk, *weights, tile, gather)
   if gather:
