@@ -19,6 +19,9 @@ _SEQ_LEN = flags.DEFINE_integer("seq_len", 4096, "Tokens per row.")
 # On CPU, ragged_dot lowers to a dense computation over every expert, so its memory figures say
 # nothing about an accelerator; the sort backend's do.
 _MOE_BACKEND = flags.DEFINE_string("moe_backend", "sort", "MoE dispatch to compile.")
+_CAPACITY = flags.DEFINE_float(
+  "capacity_factor", 0.0, "moe_capacity_factor of the all_to_all backend (0: no row dropped)."
+)
 
 
 def main(argv):
@@ -37,7 +40,12 @@ def main(argv):
     raise RuntimeError(f"JAX started before the device flag: {jax.device_count()} devices")
   mesh = make_mesh(_DATA.value, _FSDP.value, _TENSOR.value, _EXPERT.value)
   summary = compile_named(
-    _CONFIG.value, mesh, batch=_BATCH.value, seq_len=_SEQ_LEN.value, moe_backend=_MOE_BACKEND.value
+    _CONFIG.value,
+    mesh,
+    batch=_BATCH.value,
+    seq_len=_SEQ_LEN.value,
+    moe_backend=_MOE_BACKEND.value,
+    moe_capacity_factor=_CAPACITY.value,
   )
   write_summary(_WORKDIR.value, summary)
 

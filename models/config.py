@@ -49,6 +49,9 @@ class ModelConfig:
   # one of MOE_BACKENDS; "all_to_all" splits the experts over the mesh's expert axis and sends the
   # tokens to them (models.expert_parallel)
   moe_backend: str = "ragged_dot"
+  # "all_to_all" only: rows a device sends to each expert shard, times an even share; 0 = all of
+  # them (exact, no row dropped; memory for the worst case)
+  moe_capacity_factor: float = 0.0
   moe_tile: int = 0  # rows per tile of the "sort" backend; 0 chooses from the token count
   # Token groups routed and dispatched independently (each sorts only its own rows), split along
   # the batch; 0: one per batch shard of the mesh, so dispatch stays local to each device.

@@ -5,7 +5,9 @@ size is most of a device's memory. Here each device of the mesh's ``expert`` axi
 E / X experts. Inside one `jax.shard_map` over the whole mesh, each device:
 
 1. sorts its tokens' (token, expert) rows by the expert shard that holds the expert, into a
-   send buffer of X slots of C rows (C = every row: no row is ever dropped);
+   send buffer of X slots of C rows (``moe_capacity_factor`` 0: C = every row, none ever dropped,
+   the buffer X times what an even spread needs; f > 0: C = f times an even share, the rows past
+   it dropped, as GShard's expert capacity);
 2. exchanges the buffers with the other devices of its ``expert`` axis (`jax.lax.all_to_all`), so
    it holds the rows that other devices sent to its experts;
 3. runs its own experts on them (`models.tiled_experts.dispatch_sort`, the CPU-sparse path);
@@ -19,6 +21,8 @@ values and gradients; the tests check it on 8 fake devices.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
@@ -29,12 +33,23 @@ from models.tiled_experts import dispatch_sort
 EXPERT_AXIS = "expert"
 
 
-def _local_dispatch(x_nd, weights_nk, experts_nk, w_gate, w_up, w_down, *, tile: int, shards: int):
+def capacity(rows: int, shards: int, factor: float) -> int:
+  """Rows a device sends to each expert shard: all of them (`factor` <= 0: none ever dropped), or
+  `factor` times an even share, at most all."""
+  if factor <= 0:
+    return rows
+  return min(rows, max(1, math.ceil(factor * rows / shards)))
+
+
+def _local_dispatch(
+  x_nd, weights_nk, experts_nk, w_gate, w_up, w_down, *, tile: int, shards: int, factor: float
+):
   """One device's part: its N tokens' rows out to the X expert shards, its E / X experts on
   what arrives, the results back and combined. Runs inside `jax.shard_map`."""
   n, top_k = experts_nk.shape
   local_experts = w_gate.shape[0]
   rows = n * top_k
+  cap = capacity(rows, shards, factor)
   flat_e = experts_nk.reshape(-1)
   dest_r = flat_e // local_experts  # the expert shard each row goes to
   order_r = jnp.argsort(dest_r, stable=True)
@@ -42,22 +57,21 @@ def _local_dispatch(x_nd, weights_nk, experts_nk, w_gate, w_up, w_down, *, tile:
   starts_x = jnp.cumsum(counts_x) - counts_x
   sorted_dest = dest_r[order_r]
   slot_r = jnp.arange(rows) - starts_x[sorted_dest]  # place within its destination's slot
-  # Send buffers [X, C, ...] with C = rows: room for every row going to one shard.
-  send_xcd = jnp.zeros((shards, rows, x_nd.shape[1]), x_nd.dtype)
-  send_xcd = send_xcd.at[sorted_dest, slot_r].set(x_nd[order_r // top_k])
-  expert_xc = (
-    jnp.zeros((shards, rows), jnp.int32)
-    .at[sorted_dest, slot_r]
-    .set((flat_e % local_experts)[order_r])
-  )
-  valid_xc = jnp.zeros((shards, rows), x_nd.dtype).at[sorted_dest, slot_r].set(1)
+  kept_r = slot_r < cap  # rows past a destination's capacity are dropped (contribute 0)
+  # Send buffers [X, C, ...]: C rows for each destination shard.
+  where = (sorted_dest, slot_r)
+  send_xcd = jnp.zeros((shards, cap, x_nd.shape[1]), x_nd.dtype)
+  send_xcd = send_xcd.at[where].set(x_nd[order_r // top_k], mode="drop")
+  local_r = (flat_e % local_experts)[order_r]
+  expert_xc = jnp.zeros((shards, cap), jnp.int32).at[where].set(local_r, mode="drop")
+  valid_xc = jnp.zeros((shards, cap), x_nd.dtype).at[where].set(1, mode="drop")
 
   def exchange(a):
     return jax.lax.all_to_all(a, EXPERT_AXIS, 0, 0)
 
   recv_xcd, recv_expert_xc, recv_valid_xc = map(exchange, (send_xcd, expert_xc, valid_xc))
   out_rd = dispatch_sort(
-    recv_xcd.reshape(shards * rows, -1),
+    recv_xcd.reshape(shards * cap, -1),
     recv_valid_xc.reshape(-1, 1),  # empty slots: weight 0
     recv_expert_xc.reshape(-1, 1),
     w_gate,
@@ -65,19 +79,23 @@ def _local_dispatch(x_nd, weights_nk, experts_nk, w_gate, w_up, w_down, *, tile:
     w_down,
     tile,
   )
-  back_xcd = exchange(out_rd.reshape(shards, rows, -1))
-  # Row r of this device's tokens came back at (its destination, its slot).
-  out_sorted_rd = back_xcd[sorted_dest, slot_r]
+  back_xcd = exchange(out_rd.reshape(shards, cap, -1))
+  # Row r of this device's tokens came back at (its destination, its slot), unless dropped.
+  out_sorted_rd = back_xcd[sorted_dest, jnp.minimum(slot_r, cap - 1)]
+  out_sorted_rd = out_sorted_rd * kept_r[:, None].astype(out_sorted_rd.dtype)
   out_rd_tokens = jnp.zeros_like(out_sorted_rd).at[order_r].set(out_sorted_rd)
   return jnp.einsum(
     "nkd,nk->nd", out_rd_tokens.reshape(n, top_k, -1), weights_nk.astype(out_rd_tokens.dtype)
   )
 
 
-def dispatch_all_to_all(x_gnd, weights_gnk, experts_gnk, w_gate_edf, w_up_edf, w_down_efd, tile):
+def dispatch_all_to_all(
+  x_gnd, weights_gnk, experts_gnk, w_gate_edf, w_up_edf, w_down_efd, tile, capacity_factor=0.0
+):
   """The routed experts of each group of tokens (leading axis G: one group per batch shard of
-  the mesh) with the experts split over the mesh's ``expert`` axis. Without a mesh (or an
-  ``expert`` axis of 1) it is the sort dispatch on each group."""
+  the mesh) with the experts split over the mesh's ``expert`` axis. `capacity_factor` bounds the
+  rows a device sends to each expert shard (`capacity`; 0: every row, exact). Without a mesh it
+  is the sort dispatch on each group."""
   mesh = jax.sharding.get_abstract_mesh()
   num_experts = w_gate_edf.shape[0]
   if mesh.empty:
@@ -99,7 +117,9 @@ def dispatch_all_to_all(x_gnd, weights_gnk, experts_gnk, w_gate_edf, w_up_edf, w
 
   def per_device(x, w, e, gate, up, down):
     def one_group(xg, wg, eg):
-      return _local_dispatch(xg, wg, eg, gate, up, down, tile=tile, shards=shards)
+      return _local_dispatch(
+        xg, wg, eg, gate, up, down, tile=tile, shards=shards, factor=capacity_factor
+      )
 
     return jax.vmap(one_group)(x, w, e)
 

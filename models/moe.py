@@ -159,14 +159,23 @@ def all_experts(w_edf: jax.Array) -> jax.Array:
 
 
 def dispatch_groups(
-  backend, x_gnd, weights_gnk, experts_gnk, w_gate_edf, w_up_edf, w_down_efd, tile, gather=None
+  backend,
+  x_gnd,
+  weights_gnk,
+  experts_gnk,
+  w_gate_edf,
+  w_up_edf,
+  w_down_efd,
+  tile,
+  gather=None,
+  capacity_factor=0.0,
 ):
   """`DISPATCH[backend]` on each group of tokens (leading axis G) independently; `gather` (if
   any) runs on the expert weights first (the "sort" backend runs it again in the backward pass
   instead of keeping its result)."""
   weights = (w_gate_edf, w_up_edf, w_down_efd)
   if backend == "all_to_all":  # each device keeps its own experts: tokens travel instead
-    return dispatch_all_to_all(x_gnd, weights_gnk, experts_gnk, *weights, tile)
+    return dispatch_all_to_all(x_gnd, weights_gnk, experts_gnk, *weights, tile, capacity_factor)
   if backend == "sort":  # the tile loop runs once for all groups, so unused tiles stay skipped
     return dispatch_sort_groups(x_gnd, weights_gnk, experts_gnk, *weights, tile, gather)
   if gather:
@@ -254,6 +263,7 @@ class MoE(nnx.Module):
         backend or cfg.moe_backend,
         *(x_gnd, weights_gnk, experts_gnk, *experts, cfg.moe_tile),
         gather=all_experts,
+        capacity_factor=cfg.moe_capacity_factor,
       )
     routed_gnd = sharding.constrain(routed_gnd, ("act_batch", None, "act_embed"))
     shared_gate_bt1 = jax.nn.sigmoid(x_btd @ self.w_shared_gate_d[...].astype(dtype))[..., None]

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from models import get_config, make_mesh, use_mesh
-from models.expert_parallel import dispatch_all_to_all
+from models.expert_parallel import capacity, dispatch_all_to_all
 from models.moe import dispatch_loop, route
 from tests.models.sharded_check import compare
 
@@ -46,6 +46,25 @@ def dispatch_check(mesh) -> dict:
     )(*args)
     out = jax.jit(lambda *a: dispatch_all_to_all(a[0], a[1], experts, *a[2:], 0))(*args)
   ref_out = loop(x, weights, experts, gate, up, down, 0)
+  # With a capacity of an even share (factor 1), the rows past it are dropped: the loop with
+  # those rows' routing weights set to 0.
+  shards = mesh.shape["expert"]
+  cap = capacity(n * k, shards, 1.0)
+  kept = np.zeros((g, n * k), bool)
+  for group in range(g):
+    dest = np.asarray(experts[group]).reshape(-1) // (e // shards)
+    order = np.argsort(dest, kind="stable")
+    rank = np.empty(n * k, int)
+    for x_shard in range(shards):
+      rows = order[dest[order] == x_shard]
+      rank[rows] = np.arange(len(rows))
+    kept[group] = rank < cap
+  kept_weights = weights * jnp.asarray(kept.reshape(g, n, k), weights.dtype)
+  ref_capped = loop(x, kept_weights, experts, gate, up, down, 0)
+  with use_mesh(mesh):
+    capped = jax.jit(
+      lambda *a: dispatch_all_to_all(a[0], a[1], experts, *a[2:], 0, capacity_factor=1.0)
+    )(*args)
   return {
     "loss": float(ref),
     "loss_all_to_all": float(got),
@@ -56,6 +75,9 @@ def dispatch_check(mesh) -> dict:
     ),
     "max_grad": max(float(jnp.abs(a).max()) for a in ref_grads),
     "expert_shards": mesh.shape["expert"],
+    "capacity_dropped_rows": int((~kept).sum()),
+    "capacity_max_out_diff": float(jnp.abs(capped - ref_capped).max()),
+    "capacity_vs_exact_diff": float(jnp.abs(capped - ref_out).max()),
   }
 
 

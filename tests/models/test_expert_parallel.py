@@ -12,10 +12,16 @@ import numpy as np
 import pytest
 
 from models import get_config
-from models.expert_parallel import dispatch_all_to_all
+from models.expert_parallel import capacity, dispatch_all_to_all
 from models.moe import dispatch_sort, route
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_capacity_is_every_row_or_a_share():
+  assert capacity(64, 4, 0.0) == 64  # exact: room for every row at one shard
+  assert capacity(64, 4, 1.0) == 16 and capacity(64, 4, 1.25) == 20
+  assert capacity(64, 4, 100.0) == 64 and capacity(3, 4, 0.1) == 1
 
 
 def test_without_a_mesh_it_is_the_sort_dispatch():
@@ -49,6 +55,9 @@ def test_all_to_all_equals_the_loop_on_an_expert_parallel_mesh():
   assert abs(d["loss"] - d["loss_all_to_all"]) <= 1e-5 * max(1.0, abs(d["loss"]))
   assert d["max_out_diff"] <= 1e-5 * max(1.0, d["max_out"])
   assert d["max_grad_diff"] <= 1e-5 * max(1.0, d["max_grad"])
+  # capacity factor 1: some rows dropped, the rest exactly the loop's
+  assert d["capacity_dropped_rows"] > 0 and d["capacity_vs_exact_diff"] > 1e-3
+  assert d["capacity_max_out_diff"] <= 1e-5 * max(1.0, d["max_out"])
   m = result["model"]
   assert abs(m["loss"] - m["loss_sharded"]) <= 1e-5
   assert m["max_grad_diff"] <= 1e-5 * max(1.0, m["max_grad"])
