@@ -32,6 +32,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.data.num_eval_tasks = 16  # held out of data.tasks (by data.seed) when no eval file is given
   c.data.seed = 0  # the held-out split of data.tasks
   c.data.tasks_per_step = 16  # G; with N = 8, 128 trajectories per step (not stated in the paper)
+  # Tasks played per step = oversample * G; the update keeps G groups, those whose rewards differ
+  # first (DAPO's dynamic sampling; rl.grpo.keep_groups). 1 = every sampled group trains.
+  c.data.oversample = 1
   c.data.min_length = 256  # shortest padded batch length (rl.grpo.bucket_length: few shapes)
 
   c.rollout = ml_collections.ConfigDict()  # rl.rollout.RolloutConfig

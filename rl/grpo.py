@@ -19,6 +19,7 @@ share of a conversation), optionally in chunks (``optim.head_chunk``) for a larg
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import json
@@ -166,6 +167,28 @@ def rewards_and_advantages(
   """Rewards [G, N] of ``reward_fn(passed, criteria_mask)`` and their group advantages (eq. 6)."""
   rewards = reward_fn(batch["passed"], batch["criteria_mask"])
   return np.asarray(rewards), np.asarray(group_advantages(rewards, delta))
+
+
+def keep_groups(rewards: Any, keep: int, tol: float = 1e-6) -> list[int]:
+  """Which `keep` of the sampled groups (rows of ``rewards`` [G', N]) train: those whose rewards
+  differ first (DAPO's dynamic sampling: a group of equal rewards has zero advantages), then the
+  others, each in sampled order; returned in sampled order."""
+  spread = np.ptp(np.asarray(rewards, np.float64), axis=-1) > tol
+  order = [g for g in range(len(spread)) if spread[g]] + [
+    g for g in range(len(spread)) if not spread[g]
+  ]
+  return sorted(order[:keep])
+
+
+def regroup(rollouts: Sequence[Any], groups: Sequence[int], num_rollouts: int) -> list[Any]:
+  """The rollouts of `groups` (indices into group-major `rollouts`), renumbered 0, 1, ..."""
+  out = []
+  for new, g in enumerate(groups):
+    for r in rollouts[g * num_rollouts : (g + 1) * num_rollouts]:
+      r = copy.copy(r)  # the same arrays; only the group index changes
+      r.group = new
+      out.append(r)
+  return out
 
 
 def step_task_indices(num_tasks: int, step: int, per_step: int, seed: int) -> list[int]:
@@ -557,7 +580,8 @@ def _progress(step: int, total: int, m: Mapping[str, float]) -> str:
     f"step {step}/{total} reward {m['mean_reward']:.3f} pass {m['pass_rate']:.3f} "
     f"crit {m['criterion_pass_rate']:.3f} loss {m['loss']:+.4f} clip {m['clip_frac_low']:.3f}/"
     f"{m['clip_frac_high']:.3f} ratio [{m['ratio_min']:.3f}, {m['ratio_max']:.3f}] "
-    f"ent {m['entropy']:.3f} signal {m['groups_with_signal']:.2f} len "
+    f"ent {m['entropy']:.3f} signal {m['groups_with_signal']:.2f} "
+    f"(update {m.get('update_groups_with_signal', m['groups_with_signal']):.2f}) len "
     f"{m['response_length']:.0f} toolerr {m['tool_error_rate']:.2f} "
     f"sample {m['sample_seconds']:.1f}s update {m['update_seconds']:.1f}s"
   )
@@ -581,8 +605,11 @@ def train(
   workdir.mkdir(parents=True, exist_ok=True)
   engine_factory = engine_factory or _default_engine
   g, n = config.data.tasks_per_step, config.rollout.num_rollouts
-  if g < 1 or n < 2:
-    raise ValueError(f"need tasks_per_step >= 1 and num_rollouts >= 2; got {g}, {n}")
+  oversample = config.data.get("oversample", 1)
+  if g < 1 or n < 2 or oversample < 1:
+    raise ValueError(
+      f"need tasks_per_step >= 1, num_rollouts >= 2 and oversample >= 1; got {g}, {n}, {oversample}"
+    )
   if config.rollout.temperature <= 0:
     raise ValueError("GRPO samples: rollout.temperature must be > 0")
   loss_config = GRPOLossConfig(**config.loss.to_dict())
@@ -665,7 +692,8 @@ def train(
       if config.stop_after and step - start >= config.stop_after:
         break  # a simulated preemption: nothing is saved
       t0 = time.perf_counter()
-      step_tasks = [tasks[i] for i in step_task_indices(len(tasks), step, g, config.seed)]
+      sampled = g * oversample  # tasks played this step; the update keeps g of them
+      step_tasks = [tasks[i] for i in step_task_indices(len(tasks), step, sampled, config.seed)]
       mine, first = process_share(step_tasks)  # each process plays its own groups
       rollouts = run_engine(
         engine,
@@ -677,23 +705,36 @@ def train(
       )
       rollouts = gather_rollouts(rollouts, first)
       t1 = time.perf_counter()
-      batch = assemble_batch(rollouts, g, n, min_length=config.data.min_length, coupling=coupling)
+      batch = assemble_batch(
+        rollouts, sampled, n, min_length=config.data.min_length, coupling=coupling
+      )
       rewards, advantages = rewards_and_advantages(batch, reward_fn, config.reward.delta)
+      generated = sum(r.generated_tokens for r in rollouts)
+      sampled_metrics = {
+        **rollout_metrics(rollouts, batch),
+        "mean_reward": float(rewards.mean()),
+        "groups_with_signal": groups_with_signal(rewards),
+      }
+      if oversample > 1:  # the g groups that train: those with a reward spread first
+        rollouts = regroup(rollouts, keep_groups(rewards, g), n)
+        batch = assemble_batch(rollouts, g, n, min_length=config.data.min_length, coupling=coupling)
+        rewards, advantages = rewards_and_advantages(batch, reward_fn, config.reward.delta)
       state, metrics = grpo_step(state, shard_batch(batch, advantages.reshape(-1), mesh))
       metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
       t2 = time.perf_counter()
       step += 1
-      generated = sum(r.generated_tokens for r in rollouts)
-      metrics.update(rollout_metrics(rollouts, batch))
+      # Outcomes are the sampled rollouts' (all of them); the update's own groups are reported
+      # apart (the same ones without oversampling).
+      metrics.update(sampled_metrics)
       metrics.update(
-        mean_reward=float(rewards.mean()),
+        update_groups_with_signal=groups_with_signal(rewards),
         zero_advantage_groups=float(np.mean(np.all(np.abs(advantages) < 1e-6, axis=-1))),
-        groups_with_signal=groups_with_signal(rewards),
         sample_seconds=t1 - t0,
         update_seconds=t2 - t1,
         tokens_per_s=generated / (t2 - t0),
         sample_tokens_per_s=generated / (t1 - t0),
         train_tokens_per_s=float(batch["segment_ids"].sum()) / (t2 - t1),
+        sampled_groups=float(sampled),
         batch_length=float(batch["tokens"].shape[1]),
       )
       history.append({"step": step, **metrics})
@@ -732,6 +773,9 @@ def summarize(
   ``mean_groups_with_signal``: the mean over steps of the share of groups with a reward spread."""
   timed = history[1:] if len(history) > 1 else history  # the first step compiles
   signal = [h["groups_with_signal"] for h in history if "groups_with_signal" in h]
+  update_signal = [
+    h["update_groups_with_signal"] for h in history if "update_groups_with_signal" in h
+  ]
   summary = {
     "steps": step,
     "start_step": start,
@@ -743,6 +787,9 @@ def summarize(
     "loss": [round(h["loss"], 6) for h in history],
     "groups_with_signal": [round(x, 6) for x in signal],
     "mean_groups_with_signal": float(np.mean(signal)) if signal else None,
+    # the groups the update trained on (data.oversample > 1: those with a spread first)
+    "update_groups_with_signal": [round(x, 6) for x in update_signal],
+    "mean_update_groups_with_signal": float(np.mean(update_signal)) if update_signal else None,
     "eval_steps": [h["step"] for h in evals],
     "eval_pass_rate": [h["eval_pass_rate"] for h in evals],
     "eval_rubric_score": [h["eval_rubric_score"] for h in evals],

@@ -37,7 +37,8 @@ def test_without_a_mesh_it_is_the_sort_dispatch():
   assert get_config("tiny", moe_backend="all_to_all").moe_backend == "all_to_all"
 
 
-@pytest.mark.slow  # 8 fake devices in a subprocess: ~2 min on 2 busy cores
+@pytest.mark.slow
+@pytest.mark.heavy  # 8 fake devices in a subprocess, ~1-2 min: make test-all and CI run it
 def test_all_to_all_equals_the_loop_on_an_expert_parallel_mesh():
   run = subprocess.run(
     [sys.executable, "-m", "tests.models.expert_parallel_check"],

@@ -493,6 +493,33 @@ def test_first_minibatch_ratio_is_one(tmp_path, init_policy, tasks):
   assert summary["mean_groups_with_signal"] == final["groups_with_signal"]
 
 
+def test_keep_groups_prefers_a_reward_spread_in_sampled_order():
+  rewards = np.array([[0, 0], [1, 0], [0.5, 0.5], [0, 1], [1, 1]])
+  assert grpo.keep_groups(rewards, 2) == [1, 3]
+  assert grpo.keep_groups(rewards, 3) == [0, 1, 3]  # then the first without one
+  assert grpo.keep_groups(rewards, 5) == [0, 1, 2, 3, 4]
+
+
+def test_regroup_renumbers_the_kept_groups():
+  rollouts = random_rollouts(0, 3, 2, vocab=64)
+  kept = grpo.regroup(rollouts, [0, 2], 2)
+  assert [(r.group, r.index) for r in kept] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+  np.testing.assert_array_equal(kept[2].tokens, rollouts[4].tokens)
+
+
+@pytest.mark.slow  # one short run
+def test_oversampled_steps_train_on_the_groups_with_signal(tmp_path, init_policy, tasks):
+  config = run_config(
+    init_policy, num_steps=2, **{"data.oversample": 2, "eval.every": 0, "reward.name": "uniform"}
+  )
+  summary = grpo.train(config, tmp_path, engine_factory=ScriptedEngine, tasks=tasks)
+  sampled, update = summary["groups_with_signal"], summary["update_groups_with_signal"]
+  assert len(sampled) == len(update) == 2
+  for s_, u in zip(sampled, update, strict=True):  # 4 sampled groups, 2 kept
+    assert u == min(1.0, 2 * s_)
+  assert summary["final"]["sampled_groups"] == 4
+
+
 def test_bad_coupling_is_rejected_before_anything_runs(tmp_path):
   config = run_config(tmp_path / "no-policy", **{"reward.coupling": "gates"})
   with pytest.raises(ValueError, match="unknown rubric coupling 'gates'"):

@@ -119,6 +119,7 @@ def setup(tmp_path_factory, run_files):  # noqa: F811
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # processes of fake devices: make test-all and CI run it
 def test_two_processes_train_as_one(setup):
   root, config, one = setup
   two = root / "two"
@@ -148,6 +149,7 @@ def test_two_processes_train_as_one(setup):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # processes of fake devices: make test-all and CI run it
 def test_processes_that_die_resume_from_the_last_checkpoint(setup):
   root, config, one = setup
   run = root / "killed"
@@ -171,6 +173,7 @@ def test_processes_that_die_resume_from_the_last_checkpoint(setup):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # processes of fake devices: make test-all and CI run it
 def test_two_processes_run_grpo_as_one(tmp_path, tokenizer, tasks):
   """Each process plays its own groups (process 1 the second task's rollouts) on its own copy of
   the policy; the gathered batch, its update and the held-out evaluation are the one-process
