@@ -15,7 +15,7 @@ from models.model import Transformer
 LOSS_CHUNK_TOKENS = 256
 
 
-def head_chunk(h_bcd, head_dv, targets_bc):
+def _head_chunk(h_bcd, head_dv, targets_bc):
   """One chunk's float32 logits, the target one-hot, log-sum-exp, target logit and max."""
   logits = jnp.einsum("bcd,dv->bcv", h_bcd, head_dv, preferred_element_type=jnp.float32)
   # A one-hot compare, not a gather: it keeps a vocabulary split over devices local.
@@ -26,7 +26,7 @@ def head_chunk(h_bcd, head_dv, targets_bc):
   return logits, onehot, lse_bc, target_bc, max_bc
 
 
-def time_chunks(x_bt, chunk):  # [B, T, ...] -> [T / chunk, B, chunk, ...]
+def _time_chunks(x_bt, chunk):  # [B, T, ...] -> [T / chunk, B, chunk, ...]
   b, t = x_bt.shape[:2]
   return jnp.moveaxis(x_bt.reshape(b, t // chunk, chunk, *x_bt.shape[2:]), 1, 0)
 
@@ -37,7 +37,7 @@ def _head_scan(h_btd, head_dv, targets_bt, weight_bt2, chunk, with_grads):
   def body(carry, xs):
     nll2, correct, d_head = carry
     h_bcd, targets_bc, weight_bc2 = xs
-    logits, onehot, lse_bc, target_bc, max_bc = head_chunk(h_bcd, head_dv, targets_bc)
+    logits, onehot, lse_bc, target_bc, max_bc = _head_chunk(h_bcd, head_dv, targets_bc)
     nll2 = nll2 + jnp.sum((lse_bc - target_bc)[..., None] * weight_bc2, axis=(0, 1))
     correct = correct + jnp.sum(jnp.where(target_bc >= max_bc, weight_bc2[..., 1], 0.0))
     if not with_grads:
@@ -52,7 +52,7 @@ def _head_scan(h_btd, head_dv, targets_bt, weight_bt2, chunk, with_grads):
 
   zero = jnp.zeros((), jnp.float32)
   d_head = jnp.zeros(head_dv.shape, jnp.float32) if with_grads else zero
-  xs = tuple(time_chunks(x, chunk) for x in (h_btd, targets_bt, weight_bt2))
+  xs = tuple(_time_chunks(x, chunk) for x in (h_btd, targets_bt, weight_bt2))
   (nll2, correct, d_head), d_h = jax.lax.scan(body, (jnp.zeros(2), zero, d_head), xs)
   if not with_grads:
     return nll2[0], nll2[1], correct
@@ -88,6 +88,15 @@ def loss_chunk_length(seq_len: int, rows: int, tokens: int = LOSS_CHUNK_TOKENS) 
   return chunk
 
 
+def _checked_chunk(shape: tuple[int, int], chunk: int | None) -> int:
+  """`chunk` (default `loss_chunk_length`) for targets of `shape` [B, T]; it must divide T."""
+  b, t = shape
+  chunk = chunk or loss_chunk_length(t, b)
+  if t % chunk:
+    raise ValueError(f"loss chunk {chunk} does not divide the {t} time steps")
+  return chunk
+
+
 def head_losses(
   hidden_btd: jax.Array,
   head_dv: jax.Array,
@@ -120,12 +129,33 @@ def weighted_head_losses(
   """(sum of ``weight``-weighted NLL, summed NLL on ``loss_mask``, correct count on it), fused
   as ``head_losses``. Only the first is differentiable (reverse mode): the others are what a
   trainer reports when it weighs more tokens than it scores (``loss_weights``)."""
-  b, t = targets_bt.shape
-  chunk = chunk or loss_chunk_length(t, b)
-  if t % chunk:
-    raise ValueError(f"loss chunk {chunk} does not divide the {t} time steps")
+  chunk = _checked_chunk(targets_bt.shape, chunk)
   weight_bt2 = jnp.stack([weight_bt, loss_mask_bt], axis=-1).astype(jnp.float32)
   return _fused_head_losses(hidden_btd, head_dv, targets_bt.astype(jnp.int32), weight_bt2, chunk)
+
+
+def head_eval(
+  hidden_btd: jax.Array,
+  head_dv: jax.Array,
+  targets_bt: jax.Array,
+  loss_mask_bt: jax.Array,
+  chunk: int | None = None,
+) -> tuple[jax.Array, jax.Array]:
+  """(summed NLL on ``loss_mask``, [B, T] bool: whether each target is the argmax of its
+  logits, ties counted) in one chunked pass of the head, as ``head_losses`` runs it, so the
+  [B, T, V] logits never exist. For evaluation: not differentiable through the custom rule."""
+  b, t = targets_bt.shape
+  chunk = _checked_chunk((b, t), chunk)
+
+  def body(nll, xs):
+    h_bcd, targets_bc, mask_bc = xs
+    _, _, lse_bc, target_bc, max_bc = _head_chunk(h_bcd, head_dv, targets_bc)
+    return nll + jnp.sum((lse_bc - target_bc) * mask_bc), target_bc >= max_bc
+
+  mask_bt = loss_mask_bt.astype(jnp.float32)
+  xs = tuple(_time_chunks(x, chunk) for x in (hidden_btd, targets_bt.astype(jnp.int32), mask_bt))
+  nll, correct_nbc = jax.lax.scan(body, jnp.zeros((), jnp.float32), xs)
+  return nll, jnp.moveaxis(correct_nbc, 0, 1).reshape(b, t)
 
 
 def lm_loss(
@@ -139,8 +169,8 @@ def lm_loss(
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
   """Mean cross-entropy of each next token that is in the same segment and unmasked, plus
   `router_aux_loss_coef` times the load-balancing loss. Returns (loss, metrics). The head runs
-  fused with the cross-entropy (`weighted_head_losses`, `chunk` time steps at a time): at full
-  size the [B, T, V] float32 logits alone would be tens of GiB per device."""
+  fused with the cross-entropy (`weighted_head_losses`, `chunk` time steps at a time), so the
+  [B, T, V] float32 logits are never held whole."""
   out = model.forward(tokens_bt, segment_ids_bt=segment_ids_bt, positions_bt=positions_bt)
   weight_bt = jnp.ones(tokens_bt[:, 1:].shape, jnp.float32)
   if segment_ids_bt is not None:  # no target across a packing boundary

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 from absl import flags
 from jax.experimental import multihost_utils
-from jax.sharding import NamedSharding
+from jax.sharding import NamedSharding, PartitionSpec
 
 
 def define_flags() -> None:
@@ -105,13 +105,28 @@ def row_range(sharding: NamedSharding, shape: tuple[int, ...]) -> tuple[int, int
   return start, stop
 
 
+def own_rows(whole: Mapping[str, np.ndarray], sharding: NamedSharding) -> dict[str, np.ndarray]:
+  """This process's `row_range` of each array of a whole batch (the same on every process):
+  what it passes to `global_batch`. On one process, every row."""
+  whole = {k: np.asarray(v) for k, v in whole.items()}
+  if jax.process_count() == 1:
+    return whole
+  rows = len(next(iter(whole.values())))
+  start, stop = row_range(sharding, (rows, 1))
+  return {k: v[start:stop] for k, v in whole.items()}
+
+
 def global_batch(batch: Mapping[str, np.ndarray], sharding: NamedSharding, rows: int) -> dict:
   """This process's rows of a batch (each ``[rows / processes, ...]``, in `row_range` order) as
-  global arrays of `rows` rows sharded by `sharding`."""
+  global arrays of `rows` rows sharded by `sharding` over their first axis (an array of more
+  axes keeps the rest whole)."""
   out = {}
   for key, local in batch.items():
     local = np.asarray(local)
-    out[key] = jax.make_array_from_process_local_data(sharding, local, (rows, *local.shape[1:]))
+    spec = PartitionSpec(sharding.spec[0], *([None] * (local.ndim - 1)))
+    out[key] = jax.make_array_from_process_local_data(
+      NamedSharding(sharding.mesh, spec), local, (rows, *local.shape[1:])
+    )
   return out
 
 
@@ -187,11 +202,9 @@ def to_local(tree, mesh: jax.sharding.Mesh):
   def copy(x):
     if not isinstance(x, jax.Array):
       return x
-    spec = x.sharding.spec if isinstance(x.sharding, NamedSharding) else None
+    spec = x.sharding.spec if isinstance(x.sharding, NamedSharding) else PartitionSpec()
     value = x if x.is_fully_addressable else multihost_utils.process_allgather(x, tiled=True)
-    value = np.asarray(value)
-    spec = spec if spec is not None else jax.sharding.PartitionSpec()
-    return jax.device_put(value, NamedSharding(mesh, spec))
+    return jax.device_put(np.asarray(value), NamedSharding(mesh, spec))
 
   return jax.tree.map(copy, tree)
 

@@ -174,10 +174,8 @@ def keep_groups(rewards: Any, keep: int, tol: float = 1e-6) -> list[int]:
   differ first (DAPO's dynamic sampling: a group of equal rewards has zero advantages), then the
   others, each in sampled order; returned in sampled order."""
   spread = np.ptp(np.asarray(rewards, np.float64), axis=-1) > tol
-  order = [g for g in range(len(spread)) if spread[g]] + [
-    g for g in range(len(spread)) if not spread[g]
-  ]
-  return sorted(order[:keep])
+  order = np.argsort(~spread, kind="stable")  # spread first, each part in sampled order
+  return sorted(order[:keep].tolist())
 
 
 def regroup(rollouts: Sequence[Any], groups: Sequence[int], num_rollouts: int) -> list[Any]:
@@ -367,15 +365,7 @@ def shard_batch(batch: Mapping[str, np.ndarray], advantages_b: np.ndarray, mesh)
   rows = NamedSharding(mesh, PartitionSpec(sft.BATCH_AXES, None))
   whole = {k: np.asarray(batch[k]) for k in ROW_KEYS}
   whole["advantages"] = np.asarray(advantages_b, np.float32)
-  b = len(whole["advantages"])
-  start, stop = distributed.row_range(rows, (b, 1)) if jax.process_count() > 1 else (0, b)
-  out = {}
-  for k, v in whole.items():
-    spec = PartitionSpec(sft.BATCH_AXES, *([None] * (v.ndim - 1)))
-    out[k] = jax.make_array_from_process_local_data(
-      NamedSharding(mesh, spec), v[start:stop], v.shape
-    )
-  return out
+  return distributed.global_batch(distributed.own_rows(whole, rows), rows, len(whole["advantages"]))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -581,7 +571,7 @@ def _progress(step: int, total: int, m: Mapping[str, float]) -> str:
     f"crit {m['criterion_pass_rate']:.3f} loss {m['loss']:+.4f} clip {m['clip_frac_low']:.3f}/"
     f"{m['clip_frac_high']:.3f} ratio [{m['ratio_min']:.3f}, {m['ratio_max']:.3f}] "
     f"ent {m['entropy']:.3f} signal {m['groups_with_signal']:.2f} "
-    f"(update {m.get('update_groups_with_signal', m['groups_with_signal']):.2f}) len "
+    f"(update {m['update_groups_with_signal']:.2f}) len "
     f"{m['response_length']:.0f} toolerr {m['tool_error_rate']:.2f} "
     f"sample {m['sample_seconds']:.1f}s update {m['update_seconds']:.1f}s"
   )

@@ -37,9 +37,9 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
-from jax.experimental import multihost_utils
 
 from models import ModelConfig, Transformer, abstract_model, decode_step, prefill
+from rl import distributed
 from rl.arguments import ArgumentConstraint, Schemas
 from rl.chat import IM_END, TOOL_CALL, ChatRenderer, ParsedAssistant
 from rl.constrained import Constraint, TokenConstraint, ToolCallGrammar, Vocabulary
@@ -174,8 +174,7 @@ def save_policy(
     tokenizer.save(directory)
     if path.exists():  # a run restarted after it ended exports the same step again
       shutil.rmtree(path)
-  if jax.process_count() > 1:
-    multihost_utils.sync_global_devices(f"save_policy {path}")
+  distributed.barrier(f"save_policy {path}")
   with ocp.StandardCheckpointer() as checkpointer:
     checkpointer.save(path, savable(nnx.state(model)))
   return path

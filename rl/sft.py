@@ -32,10 +32,9 @@ import models
 from models.flops import model_summary
 from models.loss import (  # noqa: F401 (the fused head loss, as rl.sft has always offered it)
   LOSS_CHUNK_TOKENS,
-  head_chunk,
+  head_eval,
   head_losses,
   loss_chunk_length,
-  time_chunks,
   weighted_head_losses,
 )
 from rl import distributed
@@ -99,32 +98,6 @@ def loss_weights(batch: Mapping[str, jax.Array], context_weight: float = 0.0) ->
     raise ValueError(f"context_weight must be >= 0, got {context_weight}")
   real = (batch["segment_ids"] > 0).astype(jnp.float32)
   return mask + context_weight * real * (1.0 - mask)
-
-
-def head_eval(
-  hidden_btd: jax.Array,
-  head_dv: jax.Array,
-  targets_bt: jax.Array,
-  loss_mask_bt: jax.Array,
-  chunk: int | None = None,
-) -> tuple[jax.Array, jax.Array]:
-  """(summed NLL on ``loss_mask``, [B, T] bool: whether each target is the argmax of its
-  logits, ties counted) in one chunked pass of the head, as ``head_losses`` runs it, so the
-  [B, T, V] logits never exist. For evaluation: not differentiable through the custom rule."""
-  b, t = targets_bt.shape
-  chunk = chunk or loss_chunk_length(t, b)
-  if t % chunk:
-    raise ValueError(f"loss chunk {chunk} does not divide the {t} time steps")
-
-  def body(nll, xs):
-    h_bcd, targets_bc, mask_bc = xs
-    _, _, lse_bc, target_bc, max_bc = head_chunk(h_bcd, head_dv, targets_bc)
-    return nll + jnp.sum((lse_bc - target_bc) * mask_bc), target_bc >= max_bc
-
-  mask_bt = loss_mask_bt.astype(jnp.float32)
-  xs = tuple(time_chunks(x, chunk) for x in (hidden_btd, targets_bt.astype(jnp.int32), mask_bt))
-  nll, correct_nbc = jax.lax.scan(body, jnp.zeros((), jnp.float32), xs)
-  return nll, jnp.moveaxis(correct_nbc, 0, 1).reshape(b, t)
 
 
 def turn_matches(correct_bt: np.ndarray, loss_mask_bt: np.ndarray) -> tuple[int, int]:
@@ -319,12 +292,9 @@ def shard_batch(
   batch, the same on every process, of which this process passes on its own rows."""
   sharding = NamedSharding(mesh, PartitionSpec(BATCH_AXES, None))
   local = {k: np.asarray(batch[k], np.int32) for k in BATCH_KEYS}
-  processes = jax.process_count()
-  if whole and processes > 1:
-    rows = len(local["tokens"])
-    start, stop = distributed.row_range(sharding, (rows, 1))
-    local = {k: v[start:stop] for k, v in local.items()}
-  return distributed.global_batch(local, sharding, len(local["tokens"]) * processes)
+  if whole:
+    local = distributed.own_rows(local, sharding)
+  return distributed.global_batch(local, sharding, len(local["tokens"]) * jax.process_count())
 
 
 def check_row_layout(mesh, rows: int) -> None:
@@ -548,19 +518,9 @@ def _pad_rows(batch: Mapping[str, np.ndarray], rows: int) -> dict[str, np.ndarra
 def _eval_batches(eval_set, renderer, config: ml_collections.ConfigDict) -> list[dict]:
   """This process's rows of every held-out batch: each shard's batches padded to B / S rows, and
   empty rows where a shard (or every shard of this process) has run out before the others."""
-  shards, mine = data_shards(config)
-  rows, seq_len = config.data.batch_size // shards, config.data.seq_len
-  per_shard = [
-    [
-      _pad_rows(b, rows)
-      for b in sft_dataset(
-        eval_set,
-        renderer,
-        _data_config(config, epochs=1, train=False, shard=s, num_shards=shards),
-      )
-    ]
-    for s in mine
-  ]
+  shard_sets = local_batches(eval_set, renderer, config, epochs=1, train=False)
+  rows, seq_len = config.data.batch_size // shard_sets.num_shards, config.data.seq_len
+  per_shard = [[_pad_rows(b, rows) for b in ds] for ds in shard_sets.shards.values()]
   count = distributed.all_processes(max(len(b) for b in per_shard), max)
   empty = {k: np.zeros((rows, seq_len), np.int32) for k in BATCH_KEYS}
   return [
@@ -580,16 +540,13 @@ def measure_matmul_peak(size: int = 2048, dtype: str = "float32", repeats: int =
   # jit would place the product on that mesh instead.
   meshes = [jax.sharding.Mesh(np.array([d]), ("one",)) for d in devices]
   xs = [jax.device_put(np.ones((size, size), jnp.dtype(dtype)), d) for d in devices]
-  products = []
-  for mesh in meshes:
-    with jax.set_mesh(mesh):
-      products.append(jax.jit(lambda a, b: a @ b))
+  product = jax.jit(lambda a, b: a @ b)
 
   def run():
     out = []
-    for mesh, f, x in zip(meshes, products, xs, strict=True):
+    for mesh, x in zip(meshes, xs, strict=True):
       with jax.set_mesh(mesh):
-        out.append(f(x, x))
+        out.append(product(x, x))
     jax.block_until_ready(out)
 
   run()

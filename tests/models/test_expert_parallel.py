@@ -1,12 +1,6 @@
 """Expert parallelism (`models.expert_parallel`): the all-to-all dispatch equals the loop over
 experts, and a model using it on an expert-parallel mesh equals the model unsharded."""
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -14,8 +8,7 @@ import pytest
 from models import get_config
 from models.expert_parallel import capacity, dispatch_all_to_all
 from models.moe import dispatch_sort, route
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.rl.fake_devices import run_module
 
 
 def test_capacity_is_every_row_or_a_share():
@@ -40,17 +33,7 @@ def test_without_a_mesh_it_is_the_sort_dispatch():
 @pytest.mark.slow
 @pytest.mark.heavy  # 8 fake devices in a subprocess, ~1-2 min: make test-all and CI run it
 def test_all_to_all_equals_the_loop_on_an_expert_parallel_mesh():
-  run = subprocess.run(
-    [sys.executable, "-m", "tests.models.expert_parallel_check"],
-    cwd=ROOT,
-    env={**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"},
-    capture_output=True,
-    text=True,
-    timeout=900,
-    check=False,
-  )
-  assert run.returncode == 0, run.stderr[-3000:]
-  result = json.loads(run.stdout.strip().splitlines()[-1])
+  result = run_module("tests.models.expert_parallel_check")
   d = result["dispatch"]
   assert d["expert_shards"] == 4
   assert abs(d["loss"] - d["loss_all_to_all"]) <= 1e-5 * max(1.0, abs(d["loss"]))

@@ -1,16 +1,9 @@
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from flax import nnx
 
 from models import RULES, abstract_model, get_config, make_mesh
 from models.sharding import MESH_AXES, logical_to_spec
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.rl.fake_devices import run_module
 
 
 @pytest.mark.parametrize("name", ["tiny", "qwen3_5_35b_a3b"])
@@ -37,18 +30,7 @@ def test_mesh_shapes_are_checked():
 @pytest.mark.heavy  # 8 fake devices in a subprocess, two MoE backends: ~100 s
 def test_sharded_forward_and_backward_equal_unsharded():
   """8 fake CPU devices (fsdp 2 x tensor 2 x expert 2), in a fresh process."""
-  env = {**os.environ, "PYTHONPATH": str(ROOT)}
-  run = subprocess.run(
-    [sys.executable, "-m", "tests.models.sharded_check"],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=900,
-    check=False,
-  )
-  assert run.returncode == 0, run.stderr[-3000:]
-  result = json.loads(run.stdout.strip().splitlines()[-1])
+  result = run_module("tests.models.sharded_check")
   assert result["expert_weight_spec"] == "P(None, None, 'expert', 'fsdp', 'tensor')"
   assert result["expert_shards"] == 8 and result["expert_shard_shape"] == [1, 3, 4, 32, 16]
   assert result["moe_groups"] == 4  # group-local dispatch: one group per batch shard

@@ -26,3 +26,19 @@ def run_script(script: str, devices: int = 8, timeout: int = 600):
   )
   assert out.returncode == 0, out.stderr[-3000:]
   return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_module(module: str, timeout: int = 900):
+  """The JSON object on the last line of ``python -m module``'s output (a check module that sets
+  its own fake-device count before JAX starts)."""
+  out = subprocess.run(
+    [sys.executable, "-m", module],
+    cwd=ROOT,
+    env={**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"},
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    check=False,
+  )
+  assert out.returncode == 0, out.stderr[-3000:]
+  return json.loads(out.stdout.strip().splitlines()[-1])

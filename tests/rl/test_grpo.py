@@ -509,6 +509,9 @@ def test_regroup_renumbers_the_kept_groups():
 
 @pytest.mark.slow  # one short run
 def test_oversampled_steps_train_on_the_groups_with_signal(tmp_path, init_policy, tasks):
+  """The wiring: 4 groups played, 2 trained, both shares reported. (The scripted engine's groups
+  all hold a spread under the uniform reward; which groups are kept is
+  `test_keep_groups_prefers_a_reward_spread_in_sampled_order`'s.)"""
   config = run_config(
     init_policy, num_steps=2, **{"data.oversample": 2, "eval.every": 0, "reward.name": "uniform"}
   )
