@@ -3,7 +3,8 @@
 A compiled service is an ordinary ``Service`` subclass whose state model and tools were built
 from a ``ServiceSpec`` by ``compoworld.compiler``. Each tool carries a ``ToolPlan`` saying what it
 does (create, get, list, search, lookup, update, delete, a state action, a computed read, or a
-world-model simulation) and which argument paths feed which record fields; the functions here
+world-model simulation, or adding items to a parent's list) and which argument paths feed which
+record fields; the functions here
 carry it out over the typed state, raising the runtime's errors (404 for unknown ids, 409 for a
 taken id) so that calls keep the contract of hand-written services.
 """
@@ -64,6 +65,7 @@ class EntityPlan:
   refs: dict[str, str]  # field → entity its values name by id
   status: bool  # has a workflow ``status`` that state actions move
   stamps: tuple[str, ...] = ()  # logical-time fields the compiler added (created_at, updated_at)
+  described: bool = True  # False: the spec names none of its fields (a placeholder ``name``)
 
   def key(self, value: Any) -> str:
     return str(value)
@@ -79,7 +81,7 @@ class EntityPlan:
 class ToolPlan:
   """What one compiled tool does with its arguments."""
 
-  kind: str  # create send get list search lookup update delete action compute simulate
+  kind: str  # create send get list search lookup update delete action relate compute simulate
   entity: str
   id_path: Path | None  # the argument naming the tool's own record
   fields: tuple[tuple[Path, str], ...]  # argument path → record field it sets or filters on
@@ -88,6 +90,8 @@ class ToolPlan:
   limit: Path | None = None
   offset: Path | None = None
   status_value: str = ""  # what a state action sets ``status`` to
+  items: tuple[tuple[Path, str, str], ...] = ()  # argument → list field, "add" or "remove"
+  ranges: tuple[tuple[Path, str, str], ...] = ()  # argument → field it bounds, "min" or "max"
 
 
 _ABSENT = object()
@@ -173,10 +177,8 @@ def _stamps(plan: EntityPlan, state: ServiceState, created: bool) -> dict[str, A
 def run_tool(svc: CompiledService, tool: McpTool, args: dict[str, Any]):
   """Carries out one validated call of ``tool`` on ``svc.state`` (the runtime's working fork)."""
   plan = svc.plans[tool.name]
-  if plan.kind == "simulate":
+  if plan.kind in ("simulate", "compute"):
     return simulate(svc, tool, args)
-  if plan.kind == "compute":
-    return _compute(svc, tool, args)
   entity = svc.entities[plan.entity]
   table = svc.state.table(entity.table)
   _check_refs(svc, plan, args)
@@ -211,6 +213,17 @@ def run_tool(svc: CompiledService, tool: McpTool, args: dict[str, Any]):
     return {"deleted": True, "id": entity.show(record)["id"]}
   if plan.kind == "action" and entity.status:
     changes["status"] = plan.status_value
+  for path, field, op in plan.items:  # relation tools, and updates' ``labels_to_add``
+    value = get_path(args, path)
+    if value is _ABSENT or value is None:
+      continue
+    given = list(value) if isinstance(value, (list, tuple)) else [value]
+    current = list(changes.get(field, getattr(record, field, None)) or ())
+    if op == "add":
+      current += [v for v in given if v not in current]
+    else:
+      current = [v for v in current if v not in given]
+    changes[field] = current
   changes.update(_stamps(entity, svc.state, created=False))
   return entity.show(table.update(record.id, **changes))
 
@@ -244,12 +257,29 @@ def _matches(record_value: Any, wanted: Any) -> bool:
   return to_jsonable_python(record_value) == wanted
 
 
+def _within(record_value: Any, op: str, bound: Any) -> bool:
+  """``record_value`` on the right side of a range bound: numbers by value, dates and other
+  strings in ISO order (a record without the value, or of another type, is not in range)."""
+  value = to_jsonable_python(record_value)
+  numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (value, bound))
+  if not numbers and not (isinstance(value, str) and isinstance(bound, str)):
+    return False
+  return value >= bound if op == "min" else value <= bound
+
+
 def _search(svc, tool, plan, entity, args, filters):
   table = svc.state.table(entity.table)
   query = " ".join(str(v) for p in plan.query if (v := get_path(args, p)) not in (_ABSENT, None))
+  bounds = [
+    (field, op, value)
+    for path, field, op in plan.ranges
+    if (value := get_path(args, path)) not in (_ABSENT, None)
+  ]
   hits = []
   for record in table:
     if not all(_matches(getattr(record, f), v) for f, v in filters.items()):
+      continue
+    if not all(_within(getattr(record, f, None), op, v) for f, op, v in bounds):
       continue
     if query and not text_matches(
       query, *(v for v in record.__dict__.values() if isinstance(v, str))
@@ -282,11 +312,3 @@ def _synthesized(svc, tool, entity: EntityPlan, args, filters) -> dict[str, Any]
   out.update(to_jsonable_python(filters))
   ident = f"{entity.prefix}_{rng.getrandbits(32):08x}"
   return {"id": rng.randint(10**6, 10**7) if entity.integer_ids else ident, **out}
-
-
-def _compute(svc: CompiledService, tool: McpTool, args: dict[str, Any]) -> dict[str, Any]:
-  """A read that derives a result from its input: deterministic in (seed, tool, arguments)."""
-  rng = _seeded(svc, tool, args)
-  if tool.output_schema:
-    return example(tool.output_schema, rng, "result", depth=1, full=True)
-  return {"tool": tool.name, "input": args, "result": example({"type": "string"}, rng, tool.name)}

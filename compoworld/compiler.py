@@ -6,16 +6,21 @@ records per entity), and gives each tool a plan over that state (``compoworld.co
 
   create/add/send...     insert a record built from the arguments; return it
   get/read...            the record the id argument names, else 404
-  list/search/find...    records filtered on the given fields and free text, paginated
+  list/search/find...    records filtered on the given fields (equal, or within a range bound
+                         such as ``max_start_datetime``) and free text, paginated
   get without an id      a lookup: the first record matching the arguments (else a seeded one)
   update/edit/set...     change the named record's fields
   delete/remove...       remove it (a later get is a 404)
   close/approve/cancel.. move the record's ``status``
-  anything else          a computed read, deterministic in (seed, tool, arguments)
+  add_X_to_Y, remove_X   add items to, or take them off, a list field of the parent record Y
 
+An argument acts on the field its name reads as (``compoworld.naming.targets``), checked against
+the fields the entity's creating tools name: ``updated_summary`` and ``new_summary`` set
+``summary``, ``attendees_to_add`` adds to ``attendees``, ``created_after`` bounds ``created_at``.
 Every id argument (``contact_id``, ``listId``) must name an existing record of its entity (404).
-Tools whose effect lives outside local state, and tools the validator quarantined, are served by
-the world model (``compoworld.world_model``) instead.
+What no formula in the spec computes (``convert_currency``, ``get_current_time``), tools whose
+effect lives outside local state and tools the validator quarantined are *simulated*: served by
+the world model (``compoworld.world_model``), an LLM or its offline stand-in.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, create_model
 
-from compoworld.compiled import CompiledService, EntityPlan, ToolPlan, freeze, run_tool
+from compoworld.compiled import CompiledService, EntityPlan, Path, ToolPlan, freeze, run_tool
 from compoworld.jsonschema_args import schema_tool
 from compoworld.naming import (
   Arg,
@@ -40,6 +45,8 @@ from compoworld.naming import (
   leaf_args,
   past,
   role_of,
+  singular,
+  targets,
   tokens,
 )
 from compoworld.ports import PORTS
@@ -47,7 +54,7 @@ from compoworld.specs import McpTool, ServiceSpec
 from compoworld.state import Record, ServiceState, Table
 
 #: Version of the compiled semantics; a library built by another version is rebuilt.
-COMPILER_VERSION = "compiler-1"
+COMPILER_VERSION = "compiler-2"
 
 _CONTROL = {
   "sort", "order", "include", "expand", "fields", "format", "verbose", "api", "apikey", "token",
@@ -196,6 +203,69 @@ def _merge_type(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, An
   return {}  # conflicting types: any JSON value
 
 
+#: Words that make a reading of an argument name certain even when no record field matches it
+#: yet (``updated_summary`` is never a field of its own); "from", "to", "start", "end" are not.
+_CERTAIN = {"updated", "new", "update", "add", "remove", "min", "max", "after", "before", "since"}
+_CERTAIN |= {"until"}
+_STAMPS = ("created_at", "updated_at")
+_UNDERIVABLE = "no formula in the spec computes its result from the state and the arguments"
+_UNDESCRIBED = "it reads records whose fields the spec never names"
+#: Verbs of a relation tool that takes items off its parent's list rather than adding them.
+_REMOVING = {"remove", "unassign", "detach", "unlink", "delete", "unlabel", "untag", "revoke"}
+
+
+def _norm(name: str) -> str:
+  return "_".join(tokens(name))
+
+
+def _known(base: str, known: dict[str, str]) -> str | None:
+  """The entity field ``base`` names, allowing the usual suffixes (``created`` → ``created_at``)."""
+  for suffix in ("", "_at", "_date", "_time", "_datetime", "s"):
+    hit = known.get(_norm(base + suffix))
+    if hit is not None:
+      return hit
+  return None
+
+
+def _reading(key: str, plain: str, known: dict[str, str], reads: bool) -> tuple[str, str]:
+  """The record field an argument acts on and how (set, add, remove, min, max): its own name
+  when the entity has that field, else the first reading of its name that the entity has, else
+  a reading whose words leave no doubt, else its own name."""
+  if _norm(plain) in known:
+    return known[_norm(plain)], "set"
+  readings = targets(key, reads)[1:]
+  for reading in readings:
+    hit = _known(reading.field, known)
+    if hit is not None:
+      return hit, reading.op
+  for reading in readings:
+    if set(tokens(key)) - set(tokens(reading.field)) & _CERTAIN:
+      return field_name(reading.field), reading.op
+  return plain, "set"
+
+
+def _relation(role: Role, args: list, tool_words: list[str]):
+  """A tool that adds items to, or takes them off, a list of a parent record
+  (``add_attendees_to_event(event_id, attendees)``, ``remove_label(issue_id, label)``): the parent
+  ref, the argument holding the items, and "add" or "remove"; else None."""
+  if role.id_arg is not None or not role.refs or role.kind not in ("create", "delete", "update"):
+    return None
+  names = {_norm(n) for n in (role.entity, plural(role.entity), f"{role.entity}_ids")}
+  ref_paths = {a.path for a, _ in role.refs}
+  item = next((a for a in args if a.path not in ref_paths and _norm(a.key) in names), None)
+  if item is None:
+    return None
+  parent = next((r for r in role.refs if set(r[1].split("_")) & set(tool_words)), role.refs[0])
+  removing = role.kind == "delete" or role.verb in _REMOVING
+  return parent, item, "remove" if removing else "add"
+
+
+def _list_schema(arg_schema: dict[str, Any]) -> dict[str, Any]:
+  if arg_schema.get("type") == "array":
+    return {"type": "array", "items": arg_schema.get("items", {})}
+  return {"type": "array", "items": {k: v for k, v in arg_schema.items() if k == "type"}}
+
+
 def infer(
   spec: ServiceSpec, simulated: set[str]
 ) -> tuple[dict[str, EntityPlan], dict[str, ToolPlan]]:
@@ -203,7 +273,16 @@ def infer(
   strip = common_prefix([t.name for t in spec.tools])
   roles = {t.name: role_of(t.name, t.input_schema, t.annotations, strip) for t in spec.tools}
   leaves = {t.name: list(leaf_args(t.input_schema)) for t in spec.tools}
-  entity_names = {r.entity for n, r in roles.items() if n not in simulated and r.kind != "compute"}
+  relations = {
+    t.name: rel
+    for t in spec.tools
+    if t.name not in simulated and (rel := _relation(roles[t.name], leaves[t.name], tokens(t.name)))
+  }
+  entity_names = {
+    r.entity
+    for n, r in roles.items()
+    if n not in simulated and n not in relations and r.kind != "compute"
+  }
 
   def resolve(ref: str) -> str:
     if ref in entity_names:
@@ -211,11 +290,33 @@ def infer(
     tails = sorted(e for e in entity_names if e.endswith(f"_{ref}") or e.split("_")[-1] == ref)
     return tails[0] if tails else ref
 
+  # The fields an entity's creating tools name plainly: other tools' arguments are read
+  # against them (``updated_summary`` sets ``summary``, ``max_start_datetime`` bounds
+  # ``start_datetime``).
+  known: dict[str, dict[str, str]] = defaultdict(dict)
+  for tool in spec.tools:
+    role = roles[tool.name]
+    if tool.name in simulated or tool.name in relations or role.kind not in ("create", "send"):
+      continue
+    for name in _field_names(_data_args(role, leaves[tool.name])).values():
+      known[role.entity][_norm(name)] = name
+
   fields: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
   refs: dict[str, dict[str, str]] = defaultdict(dict)
   integer_ids: dict[str, bool] = defaultdict(bool)
   status: dict[str, bool] = defaultdict(bool)
   plans: dict[str, ToolPlan] = {}
+
+  def add_ref(entity: str, arg: Arg, target: str) -> tuple[Path, str] | None:
+    target = resolve(target)
+    if target == entity:
+      return None
+    entity_names.add(target)
+    refs[entity][field_name(arg.key)] = target
+    if arg.schema.get("type") in ("integer", "number"):
+      integer_ids[target] = True
+    return arg.path, target
+
   for tool in spec.tools:
     role, args = roles[tool.name], leaves[tool.name]
     if tool.name in simulated:
@@ -224,36 +325,50 @@ def infer(
     if role.kind == "compute":
       plans[tool.name] = ToolPlan("compute", role.entity, None, (), ())
       continue
+    if tool.name in relations:
+      (parent_arg, parent), item, op = relations[tool.name]
+      parent = resolve(parent)
+      entity_names.add(parent)
+      if parent_arg.schema.get("type") in ("integer", "number"):
+        integer_ids[parent] = True
+      others = [(a, t) for a, t in role.refs if a is not parent_arg]
+      ref_paths = tuple(r for a, t in others if (r := add_ref(parent, a, t)))
+      name = _known(role.entity, known[parent]) or field_name(plural(singular(role.entity)))
+      fields[parent][name] = _merge_type(fields[parent].get(name), _list_schema(item.schema))
+      plans[tool.name] = ToolPlan(
+        "relate", parent, parent_arg.path, (), ref_paths, items=((item.path, name, op),)
+      )
+      continue
     entity = role.entity
     if role.id_arg is not None and role.id_arg.schema.get("type") in ("integer", "number"):
       integer_ids[entity] = True
-    ref_paths = []
-    for arg, target in role.refs:
-      target = resolve(target)
-      if target == entity:
-        continue
-      entity_names.add(target)
-      ref_paths.append((arg.path, target))
-      refs[entity][field_name(arg.key)] = target
-      if arg.schema.get("type") in ("integer", "number"):
-        integer_ids[target] = True
-    data = [] if role.kind in ("get", "delete") else _data_args(role, args)
-    names = _field_names(data)
-    field_paths = []
-    for arg in data:
-      name = names[arg.path]
-      if name == "id":
-        continue
-      fields[entity][name] = _merge_type(fields[entity].get(name), arg.schema)
-      field_paths.append((arg.path, name))
-    if role.kind == "action" or "status" in fields[entity]:
-      status[entity] = True
+    ref_paths = [r for arg, target in role.refs if (r := add_ref(entity, arg, target))]
     kind = role.kind
     if kind == "search" and role.verb in ("get", "fetch", "retrieve", "read", "show", "lookup"):
       kind = "lookup"
-    query = (
-      tuple(a.path for a in args if is_query(a.key)) if kind in ("list", "search", "lookup") else ()
-    )
+    reads = kind in ("list", "search", "lookup")
+    data = [] if role.kind in ("get", "delete") else _data_args(role, args)
+    names = _field_names(data)
+    entity_known = {**known[entity], **{_norm(s): s for s in _STAMPS if reads}}
+    field_paths, items, ranges = [], [], []
+    for arg in data:
+      name, op = _reading(arg.key, names[arg.path], entity_known, reads)
+      if name == "id":
+        continue
+      if op in ("add", "remove"):
+        fields[entity][name] = _merge_type(fields[entity].get(name), _list_schema(arg.schema))
+        items.append((arg.path, name, op))
+        continue
+      if op in ("min", "max"):
+        ranges.append((arg.path, name, op))
+        if name in _STAMPS and name not in fields[entity]:
+          continue  # the logical-time stamp the compiler adds
+      else:
+        field_paths.append((arg.path, name))
+      fields[entity][name] = _merge_type(fields[entity].get(name), arg.schema)
+    if role.kind == "action" or "status" in fields[entity]:
+      status[entity] = True
+    query = tuple(a.path for a in args if is_query(a.key)) if reads else ()
     limit = next((a.path for a in args if is_paging(a.key) and tokens(a.key)[-1] in _LIMIT), None)
     offset = next((a.path for a in args if tokens(a.key)[-1:] in (["offset"], ["skip"])), None)
     plans[tool.name] = ToolPlan(
@@ -266,9 +381,12 @@ def infer(
       limit,
       offset,
       past(role.verb) if kind == "action" else "",
+      tuple(items),
+      tuple(ranges),
     )
   entities = {}
   used_tables: set[str] = set()
+  bare: set[str] = set()  # entities the spec says nothing about: no field, no way to make one
   for name in sorted(entity_names):
     table = plural(field_name(name))
     while table in used_tables or hasattr(ServiceState, table):
@@ -279,6 +397,8 @@ def infer(
       entity_fields.setdefault(field, {"type": "integer" if integer_ids[target] else "string"})
     if not entity_fields:
       entity_fields["name"] = {"type": "string"}
+      if not any(name in r.values() for r in refs.values()):
+        bare.add(name)  # not even other records name it
     if status[name]:
       entity_fields.pop("status", None)  # the workflow status is a field of its own
     prefix = "".join(w[0] for w in name.split("_")[:3]) if "_" in name else name[:4]
@@ -291,7 +411,13 @@ def infer(
       refs={f: t for f, t in refs.get(name, {}).items() if f in entity_fields},
       status=status[name],
       stamps=tuple(s for s in ("created_at", "updated_at") if s not in entity_fields),
+      described=name not in bare,
     )
+  for name, plan in plans.items():
+    # reading records whose contents the spec never names (``get_current_time``) is no lookup
+    # in the state: its answer is made up, so it is simulated
+    if plan.entity in bare and plan.kind in ("get", "list", "search", "lookup"):
+      plans[name] = ToolPlan("compute", plan.entity, None, (), ())
   return entities, plans
 
 
@@ -344,6 +470,10 @@ def compile_service(
       statuses[tool.name] = {"status": "quarantined", "reason": quarantined[tool.name]}
     elif tool.external:
       statuses[tool.name] = {"status": "simulated", "reason": f"external effect: {tool.external}"}
+    elif plan.kind == "compute":
+      described = plan.entity not in entities or entities[plan.entity].described
+      reason = _UNDERIVABLE if described else _UNDESCRIBED
+      statuses[tool.name] = {"status": "simulated", "reason": reason}
     else:
       statuses[tool.name] = {"status": "deterministic", "reason": ""}
     if plan.kind == "simulate":
@@ -353,7 +483,7 @@ def compile_service(
         "search",
       )
     else:
-      mutates = plan.kind in ("create", "send", "update", "delete", "action")
+      mutates = plan.kind in ("create", "send", "update", "delete", "action", "relate")
     entity = entities.get(plan.entity)
     read_pairs = [*entity.fields.items(), ("id", {})] if entity else []
     arg_pairs = [(a.key, a.schema) for a in leaf_args(tool.input_schema)]

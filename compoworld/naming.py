@@ -129,6 +129,49 @@ def id_entity(arg: str) -> str | None:
   return "_".join(singular(w) for w in words[:-1])
 
 
+#: Words around a field's name that say what an argument does to the field, not which field:
+#: ``updated_summary`` sets ``summary``, ``attendees_to_add`` adds to ``attendees``,
+#: ``max_start_datetime`` bounds ``start_datetime`` from above.
+_SET_WORDS = (("updated",), ("new",), ("update",))
+_ADD_WORDS, _REMOVE_WORDS = (("to", "add"), ("add",)), (("to", "remove"), ("remove",))
+_LOW_WORDS = (("min",), ("after",), ("since",), ("from",), ("start",), ("gte",), ("gt",))
+_HIGH_WORDS = (("max",), ("before",), ("until",), ("to",), ("end",), ("lte",), ("lt",))
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+  """What an argument does to a record field: ``op`` is set (or, for reads, equals), add or
+  remove (items of a list field), min or max (a range bound on a read)."""
+
+  field: str
+  op: str
+
+
+def targets(key: str, reads: bool) -> list[Target]:
+  """The readings of an argument name: the plain one (the key itself, ``set``) first, then
+  those with the words around a field's name taken off. A reader takes the first whose field
+  the record has."""
+  words = tokens(key)
+  found: list[Target] = [Target(field_name(key), "set")]
+
+  def strip(affixes, op, prefix_only=False):
+    for affix in affixes:
+      n = len(affix)
+      if len(words) > n and tuple(words[:n]) == affix:
+        found.append(Target("_".join(words[n:]), op))
+      if not prefix_only and len(words) > n and tuple(words[-n:]) == affix:
+        found.append(Target("_".join(words[:-n]), op))
+
+  if reads:
+    strip(_LOW_WORDS, "min")
+    strip(_HIGH_WORDS, "max")
+  else:
+    strip(_ADD_WORDS, "add")
+    strip(_REMOVE_WORDS, "remove")
+    strip(_SET_WORDS, "set", prefix_only=True)
+  return found
+
+
 @dataclasses.dataclass(frozen=True)
 class Arg:
   """One leaf argument, possibly inside nested objects (``path``)."""

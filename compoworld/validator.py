@@ -14,6 +14,12 @@ through ``Service.call``. Checks, each on a fresh fork of the seeded state:
   create_get         a created record reads back with the values it was given
   list_after_create  a list of the entity includes the new record
   update_get         an update reads back
+  update_fields      it reads back under the field its argument names (``updated_title`` sets
+                     ``title``), adds no field and changes none that no argument names
+  list_filter        a list argument named as a field of the record lists the record by its
+                     value and nothing whose field differs
+  relation_add       a tool that adds an item to a parent's list (``add_attendees_to_event``)
+                     shows it in the parent read back
   delete_get         a deleted record reads back as a 404
   read_only          a tool the spec marks read-only leaves the state hash unchanged
   atomic             a failed call leaves the state hash unchanged
@@ -31,7 +37,17 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from compoworld.naming import Role, common_prefix, role_of
+from compoworld.naming import (
+  Role,
+  common_prefix,
+  is_paging,
+  is_query,
+  leaf_args,
+  role_of,
+  singular,
+  targets,
+  tokens,
+)
 from compoworld.schema_values import WRONG_TYPE, boundary_values, declared_type, example, is_valid
 from compoworld.service import Service
 from compoworld.specs import McpTool
@@ -266,6 +282,14 @@ class Validator:
       got = self.call(svc, lister, largs)
       if got["ok"] and str(new_id) not in {str(v) for v in _values(got["data"])}:
         raise _Failed(Failure(lister, "list_after_create", largs, f"lists {new_id!r}", got["data"]))
+    shown = next(
+      (
+        r for g in gets if (r := _record_in((self._read(svc, g, new_id) or {}).get("data"), new_id))
+      ),
+      _record_in(out["data"], new_id),
+    )
+    for lister in by_kind.get((entity, "list"), []) + by_kind.get((entity, "search"), []):
+      self._list_filter(svc, lister, new_id, shown)
     for update in by_kind.get((entity, "update"), []):
       self._update_get(svc.fork(), entity, update, new_id, gets)
     for delete in by_kind.get((entity, "delete"), []):
@@ -302,13 +326,109 @@ class Validator:
     uargs = _set(uargs, (target,), fresh)
     if not is_valid(uargs, tool.input_schema):
       return
+    before = {get: self._read(svc, get, new_id) for get in gets}
     out = self.call(svc, update, uargs)
     if not out["ok"]:
       return
+    named = {_norm(t.field) for key in _keys(uargs) for t in targets(key, reads=False)}
     for get in gets:
       got = self._read(svc, get, new_id)
-      if got is not None and got["ok"] and fresh not in {str(v) for v in _values(got["data"])}:
+      if got is None or not got["ok"]:
+        continue
+      if fresh not in {str(v) for v in _values(got["data"])}:
         raise _Failed(Failure(update, "update_get", uargs, f"{get} shows {fresh!r}", got["data"]))
+      old, new = _record_in(before[get]["data"], new_id), _record_in(got["data"], new_id)
+      if old is None or new is None:
+        continue  # the read shows something else about the record
+      readings = {_norm(t.field) for t in targets(target, reads=False)}
+      if not any(_norm(k) in readings and v == fresh for k, v in new.items()):
+        raise _Failed(
+          Failure(update, "update_fields", uargs, f"{target!r} sets a field it names", new)
+        )
+      added = sorted(set(new) - set(old))
+      changed = [k for k in old if k in new and new[k] != old[k] and not _clock(k)]
+      stray = [k for k in changed if _norm(k) not in named]
+      if added or stray:
+        got_fields = {"new fields": added, "changed fields no argument names": stray}
+        raise _Failed(
+          Failure(update, "update_fields", uargs, "only named fields change", got_fields)
+        )
+
+  def _list_filter(self, svc: Service, lister: str, new_id: Any, shown: Any) -> None:
+    """A list argument named as a field of the record lists the record by that field's value,
+    and nothing whose field differs."""
+    schema = self.tools[lister].input_schema
+    base = self.valid_args(lister)
+    if base is None or not isinstance(shown, dict):
+      return
+    required = set(schema.get("required", []))
+    if any(is_query(k) for k in required):
+      return  # a required free-text query of its own narrows the list further
+    base = {k: v for k, v in base.items() if k in required}
+    for key, sub in schema.get("properties", {}).items():
+      value = shown.get(key)
+      if key in required or sub.get("type") != "string" or is_paging(key) or is_query(key):
+        continue
+      args = {**base, key: value}
+      if not isinstance(value, str) or not value or not is_valid(args, schema):
+        continue
+      out = self.call(svc.fork(), lister, args)
+      if not out["ok"]:
+        continue
+      listed = [r for r in _listed(out["data"]) if "id" in r]
+      if not _truncated(out["data"], listed) and str(new_id) not in {str(r["id"]) for r in listed}:
+        raise _Failed(Failure(lister, "list_filter", args, f"lists {new_id!r}", out["data"]))
+      wrong = [r["id"] for r in listed if key in r and not _matches(r[key], value)]
+      if wrong:
+        raise _Failed(
+          Failure(lister, "list_filter", args, f"only records whose {key} matches", wrong)
+        )
+
+  def relations(self, suspect: Iterable[str] = ()) -> dict[str, Failure]:
+    """Tools that add items to a parent record's list (``add_attendees_to_event``): the parent
+    read back shows the item."""
+    failures: dict[str, Failure] = {}
+    for name, role in self.roles.items():
+      if name in set(suspect) or role.id_arg is not None or role.kind not in ("create", "update"):
+        continue
+      try:
+        self._relation(name, role)
+      except _Failed as failed:
+        failures[name] = failed.failure
+    return failures
+
+  def _relation(self, name: str, role: Role) -> None:
+    refs = {a.path: e for a, e in role.refs}
+    items = [
+      a
+      for a in leaf_args(self.tools[name].input_schema)
+      if a.path not in refs and singular(_norm(a.key)) in (role.entity, f"{role.entity}_id")
+    ]
+    words = set(tokens(name))
+    parent = next(((p, e) for p, e in refs.items() if set(e.split("_")) & words), None)
+    if not items or parent is None:
+      return
+    path, entity = parent
+    gets = [n for n, r in self.roles.items() if r.entity == entity and r.kind == "get"]
+    known, args = self.ids(entity), self.valid_args(name)
+    if not known or not gets or args is None:
+      return
+    item = items[0]
+    fresh = _fresh_item(item.schema)
+    args = _set(_set(args, item.path, fresh), path, _typed(known[0], self._schema_at(name, path)))
+    if not is_valid(args, self.tools[name].input_schema):
+      return
+    svc = self.base.fork()
+    if not self.call(svc, name, args)["ok"]:
+      return
+    added = {str(v) for v in _values(fresh)}
+    for get in gets:
+      got = self._read(svc, get, known[0])
+      if got is not None and got["ok"] and not added <= {str(v) for v in _values(got["data"])}:
+        raise _Failed(Failure(name, "relation_add", args, f"{get} shows {fresh!r}", got["data"]))
+
+  def _schema_at(self, name: str, path: tuple[str, ...]) -> dict[str, Any]:
+    return next((a.schema for a in leaf_args(self.tools[name].input_schema) if a.path == path), {})
 
   def _read(self, svc: Service, get: str, record_id: Any) -> dict[str, Any] | None:
     role = self.roles[get]
@@ -330,7 +450,76 @@ class Validator:
     for name, failure in self.round_trips(suspect=failures).items():
       if name in names:
         failures.setdefault(name, failure)
+    for name, failure in self.relations(suspect=failures).items():
+      if name in names:
+        failures.setdefault(name, failure)
     return failures
+
+
+def _norm(name: str) -> str:
+  return "_".join(tokens(name))
+
+
+def _clock(key: str) -> bool:
+  """A field a write may move by itself: a timestamp or a version counter."""
+  words = set(tokens(key))
+  return bool(words & {"updated", "modified", "version", "etag", "revision"}) or key.endswith("_at")
+
+
+def _keys(data: Any) -> list[str]:
+  """Every key of a JSON object, nested ones included."""
+  if isinstance(data, dict):
+    return [k for k, v in data.items() for k in (k, *_keys(v))]
+  return []
+
+
+def _record_in(data: Any, record_id: Any) -> dict[str, Any] | None:
+  """The object inside a read's answer that is the record ``record_id``."""
+  if isinstance(data, dict):
+    if "id" in data and str(data["id"]) == str(record_id):
+      return data
+    data = list(data.values())
+  if isinstance(data, list):
+    for item in data:
+      if isinstance(item, (dict, list)) and (found := _record_in(item, record_id)) is not None:
+        return found
+  return None
+
+
+def _matches(value: Any, wanted: Any) -> bool:
+  if isinstance(value, str) and isinstance(wanted, str):
+    return wanted.lower() in value.lower() or value.lower() in wanted.lower()
+  if isinstance(value, list):
+    return wanted in value
+  return value == wanted
+
+
+def _listed(data: Any) -> list[dict[str, Any]]:
+  """The records a list answer holds: its first list of objects."""
+  if isinstance(data, list):
+    return [d for d in data if isinstance(d, dict)]
+  if isinstance(data, dict):
+    for value in data.values():
+      if isinstance(value, list) and any(isinstance(d, dict) for d in value):
+        return [d for d in value if isinstance(d, dict)]
+  return []
+
+
+def _truncated(data: Any, listed: list[Any]) -> bool:
+  """A page of a longer list: a total beyond it, or a pointer to the next page."""
+  if not isinstance(data, dict):
+    return False
+  total = data.get("total")
+  more = isinstance(total, int) and total > len(listed)
+  return more or any(v for k, v in data.items() if "next" in tokens(k) or k == "has_more")
+
+
+def _fresh_item(schema: dict[str, Any]) -> Any:
+  """A value no seeded record holds, of the argument's shape (a list of one, or one)."""
+  inner = schema.get("items", {}) if schema.get("type") == "array" else schema
+  fmt = inner.get("format")
+  value = "added.7431@example.com" if fmt == "email" or "email" in str(inner) else "added-7431"
+  return [value] if schema.get("type") == "array" else value
 
 
 def _without(args: dict[str, Any], paths: set[tuple[str, ...]]) -> dict[str, Any]:

@@ -8,8 +8,9 @@ an error envelope; the typed state is never corrupted (validation happens before
 the runtime rolls back failed calls anyway). Answers are cached on disk by (service, state hash,
 tool, arguments, model), so a run replays deterministically.
 
-With no endpoint, ``FallbackSimulator`` answers: a schema-conformant observation that says it is
-simulated, and no change to the state.
+With no endpoint, ``OfflineSimulator`` answers from the spec alone: an observation that conforms
+to the tool's output schema and, for a write on a compiled service, a typed patch (the record its
+arguments describe), deterministic in the state's hash and the call.
 
 Patch format: ``{"<collection>": {"insert": [record, ...], "update": [{"id": ..., "fields":
 {...}}, ...], "delete": [id, ...]}}``.
@@ -17,6 +18,7 @@ Patch format: ``{"<collection>": {"insert": [record, ...], "update": [{"id": ...
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -30,6 +32,7 @@ from pydantic_core import to_jsonable_python
 from compoworld import envelope
 from compoworld.envelope import ToolError
 from compoworld.llm import extract_json, make_client
+from compoworld.naming import field_name, leaf_args, role_of
 from compoworld.schema_values import example
 from compoworld.specs import McpTool
 from compoworld.state import ServiceState
@@ -131,20 +134,92 @@ def _checked(state: Any, patch: Any, mutates: bool) -> Any:
   return own(patch, mutates) if own is not None else check_patch(state, patch, mutates)
 
 
-class FallbackSimulator:
-  """No endpoint configured: a schema-conformant observation, and the state left alone."""
+class OfflineSimulator:
+  """No endpoint configured: a deterministic stand-in for the LLM, answering from the spec.
+
+  The observation conforms to the tool's output schema where it has one (else it says it is
+  simulated and carries a result made up from the call); a tool that writes, on a compiled
+  service whose plan names a table of its records, inserts the record its arguments describe or
+  updates the one its id argument names. The patch goes through the same checks as an LLM's
+  (``check_patch``): one the typed records refuse becomes no change. Answers depend on the
+  state's hash and the call alone, and are cached on them, so a replay answers the same.
+  """
+
+  def __init__(self, max_cached: int = 4096):
+    self.max_cached = max_cached
+    self._cache: dict[str, dict[str, Any]] = {}
 
   def simulate(self, svc: Any, tool: McpTool, arguments: dict[str, Any]) -> Any:
-    key = json.dumps([svc.name, tool.name, arguments], sort_keys=True, default=str)
+    mutates = svc.tools[tool.name].mutates
+    key = json.dumps(
+      [svc.name, svc.state.content_hash(), tool.name, arguments], sort_keys=True, default=str
+    )
+    answer = self._cache.get(key)
+    if answer is None:
+      answer = self._answer(svc, tool, arguments, mutates, key)
+      if len(self._cache) >= self.max_cached:
+        self._cache.pop(next(iter(self._cache)))
+      self._cache[key] = answer
+    ops = _checked(svc.state, answer["patch"], mutates)
+    if hasattr(svc.state, "apply_patch"):
+      svc.state.apply_patch(ops)
+    else:
+      apply_patch(svc.state, ops)
+    return copy.deepcopy(answer["observation"])
+
+  def _answer(self, svc, tool, arguments, mutates, key) -> dict[str, Any]:
     rng = random.Random(hashlib.sha256(key.encode()).hexdigest())
-    result = example(tool.output_schema, rng, "result", full=True) if tool.output_schema else None
-    return {
-      "simulated": True,
-      "note": f"'{tool.name}' acts outside this environment; this observation is simulated and "
-      "nothing was changed.",
-      "arguments": arguments,
-      "result": result,
-    }
+    record, patch = self._patch(svc, tool, arguments, rng) if mutates else (None, {})
+    if tool.output_schema:
+      observation = example(tool.output_schema, rng, "result", full=True)
+      if isinstance(observation, dict) and record:
+        props = tool.output_schema.get("properties", {})
+        observation.update({k: v for k, v in record.items() if k in props and k in observation})
+    else:
+      observation = {
+        "simulated": True,
+        "note": f"'{tool.name}' was simulated offline (no world model endpoint is configured).",
+        "result": record if record is not None else example({"type": "string"}, rng, tool.name),
+      }
+    return {"patch": patch, "observation": observation}
+
+  def _patch(self, svc, tool, arguments, rng) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The record a write describes and the patch that stores it, or (None, {})."""
+    plan = getattr(svc, "plans", {}).get(tool.name)
+    entity = getattr(svc, "entities", {}).get(plan.entity) if plan else None
+    if entity is None:
+      return None, {}
+    table = svc.state.table(entity.table)
+    fields = table.record_type.model_fields
+    values = {}
+    for arg in leaf_args(tool.input_schema):
+      value, name = _at(arguments, arg.path), field_name(arg.key)
+      if value is not None and name in fields and name != "id":
+        values[name] = value
+    role = role_of(tool.name, tool.input_schema, tool.annotations)
+    own = _at(arguments, role.id_arg.path) if role.id_arg is not None else None
+    if own is not None and str(own) in table:
+      patch = {entity.table: {"update": [{"id": str(own), "fields": values}]}}
+      record = {"id": own, **values}
+    else:
+      new_id = (
+        rng.randint(10**6, 10**7)
+        if entity.integer_ids
+        else f"{entity.prefix}_{rng.getrandbits(32):08x}"
+      )
+      patch = {entity.table: {"insert": [{**values, "id": str(new_id)}]}}
+      record = {"id": new_id, **values}
+    try:
+      check_patch(svc.state, patch, mutates=True)
+    except PatchError:
+      return None, {}
+    return to_jsonable_python(record), patch
+
+
+def _at(arguments: Any, path: tuple[str, ...]) -> Any:
+  for part in path:
+    arguments = arguments.get(part) if isinstance(arguments, dict) else None
+  return arguments
 
 
 _SYSTEM = """You are the world model of a tool service in a simulated environment. Given the
@@ -244,11 +319,11 @@ class LLMWorldModel:
     return answer.get("observation")
 
 
-FALLBACK = FallbackSimulator()
+FALLBACK = OfflineSimulator()
 
 
 def simulate(svc: Any, tool: McpTool, arguments: dict[str, Any]) -> Any:
-  """Runs a simulated tool with the service class's world model (the fallback when unset)."""
+  """Runs a simulated tool with the service class's world model (the offline simulator when unset)."""
   return (type(svc).world_model or FALLBACK).simulate(svc, tool, arguments)
 
 
@@ -258,9 +333,9 @@ def make_world_model(
   api_key: str | None = None,
   cache_dir: str | Path = "runs/world_model_cache",
   **client_kwargs: Any,
-) -> LLMWorldModel | FallbackSimulator:
+) -> LLMWorldModel | OfflineSimulator:
   """An LLM world model when an endpoint is given (argument or ``OPENAI_BASE_URL``), else the
-  deterministic fallback. ``model`` defaults to ``COMPOWORLD_WORLD_MODEL``."""
+  offline simulator. ``model`` defaults to ``COMPOWORLD_WORLD_MODEL``."""
   base_url = base_url or os.environ.get("OPENAI_BASE_URL")
   if not base_url:
     return FALLBACK

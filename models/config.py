@@ -64,7 +64,7 @@ class ModelConfig:
 
   param_dtype: str = "float32"  # master weights
   dtype: str = "float32"  # activations and matmuls; norms, router and softmax stay float32
-  remat: str = "none"  # one of REMAT_POLICIES, applied to each scanned block
+  remat: str = "none"  # one of REMAT_POLICIES, applied to each decoder layer
 
   def __post_init__(self):
     positive = ("vocab_size", "d_model", "num_layers", "full_attention_interval", "num_heads")

@@ -127,12 +127,14 @@ def chunked_gated_delta_rule(
   return out_bthv[:, :t], state_bhkv
 
 
+@jax.custom_vjp
 def _unit_lower_inverse(lower_cc: jax.Array) -> jax.Array:
   """(I + L)^-1 for strictly lower-triangular L [..., C, C], by forward substitution over rows.
 
   Row i of the inverse is e_i - L[i] @ inverse (rows i and later are still zero). XLA's CPU
   triangular_solve deadlocks under its concurrent scheduler inside this model's loops, and this
-  scan of matmuls runs the same everywhere.
+  scan of matmuls runs the same everywhere. Its gradient is the inverse's own (below): autodiff
+  through the scan would keep every intermediate inverse, C copies of it, for the backward pass.
   """
   c = lower_cc.shape[-1]
   eye = jnp.eye(c, dtype=lower_cc.dtype)
@@ -144,6 +146,21 @@ def _unit_lower_inverse(lower_cc: jax.Array) -> jax.Array:
 
   inverse, _ = jax.lax.scan(row, jnp.zeros_like(lower_cc), jnp.arange(c))
   return inverse
+
+
+def _unit_lower_inverse_fwd(lower_cc):
+  inverse = _unit_lower_inverse(lower_cc)
+  return inverse, inverse
+
+
+def _unit_lower_inverse_bwd(inverse, grad_inverse):
+  # X = (I + L)^-1, dX = -X dL X, so the cotangent of L is -X^T G X^T; the substitution reads
+  # only the entries below the diagonal, so the others get none.
+  inverse_t = jnp.swapaxes(inverse, -1, -2)
+  return (jnp.tril(-(inverse_t @ grad_inverse @ inverse_t), -1),)
+
+
+_unit_lower_inverse.defvjp(_unit_lower_inverse_fwd, _unit_lower_inverse_bwd)
 
 
 def causal_conv(x_bt, w_k, prefix_bk, segment_ids_bt=None):

@@ -17,7 +17,7 @@ from models.layers import RMSNorm, normal
 from models.moe import MoE
 
 _CHECKPOINT_POLICIES = {
-  "full": None,  # save nothing: recompute the block in the backward pass
+  "full": None,  # save nothing: recompute the layer in the backward pass
   "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
 }
 
@@ -96,14 +96,23 @@ class Block(nnx.Module):
 
     self.linear = make_linear(rngs)
     self.attention = DecoderLayer(config, "full_attention", rngs=rngs)
+    self.remat = config.remat
 
   def __call__(self, x_btd, ctx, linear_cache, attention_cache):
-    @nnx.scan(in_axes=(0, nnx.Carry, 0), out_axes=(nnx.Carry, 0, 0))
-    def run_linear(layer, x, cache):
+    def layer_fn(layer, x, cache):
       return layer(x, ctx, cache)
 
+    # Rematerialised a layer at a time, not a block at a time: the backward pass then holds one
+    # layer's activations (its MoE dispatch above all), not the whole block's.
+    if self.remat != "none":
+      layer_fn = nnx.remat(layer_fn, policy=_CHECKPOINT_POLICIES[self.remat])
+
+    @nnx.scan(in_axes=(0, nnx.Carry, 0), out_axes=(nnx.Carry, 0, 0))
+    def run_linear(layer, x, cache):
+      return layer_fn(layer, x, cache)
+
     x_btd, linear_cache, linear_stats = run_linear(self.linear, x_btd, linear_cache)
-    x_btd, attention_cache, stats = self.attention(x_btd, ctx, attention_cache)
+    x_btd, attention_cache, stats = layer_fn(self.attention, x_btd, attention_cache)
     stats = jax.tree.map(lambda a, b: jnp.concatenate([a, b[None]]), linear_stats, stats)
     return x_btd, linear_cache, attention_cache, stats  # stats: [layers_per_block, ...]
 
@@ -189,15 +198,9 @@ class Transformer(nnx.Module):
     ctx = layer_context(t, positions_bt, segment_ids_bt, valid_bt, cache_lengths)
     x_btd = embed(self.embed_vd[...], tokens_bt, cfg)
 
-    def block_fn(block, x, ctx, linear_cache, attention_cache):
-      return block(x, ctx, linear_cache, attention_cache)
-
-    if cfg.remat != "none":
-      block_fn = nnx.remat(block_fn, policy=_CHECKPOINT_POLICIES[cfg.remat])
-
     @nnx.scan(in_axes=(0, nnx.Carry, None, 0, 0), out_axes=(nnx.Carry, 0, 0, 0))
     def run_blocks(block, x, ctx, linear_cache, attention_cache):
-      return block_fn(block, x, ctx, linear_cache, attention_cache)
+      return block(x, ctx, linear_cache, attention_cache)
 
     if cache is None:
       x_btd, _, _, stats = run_blocks(self.blocks, x_btd, ctx, None, None)

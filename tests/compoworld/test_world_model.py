@@ -59,16 +59,23 @@ def Notes():
   return compile_service(spec, {"create_note": "create_get: expected ..."})
 
 
-def test_quarantined_tools_are_simulated_by_the_fallback_by_default(Notes):
+def test_quarantined_tools_are_simulated_offline_by_default(Notes):
   assert Notes.statuses["create_note"] == {
     "status": "quarantined",
     "reason": "create_get: expected ...",
   }
   svc = Notes.create(seed=0)
   before = svc.fork()
-  out = svc.call("create_note", {"title": "T", "folder_id": "f"})
+  folder = next(iter(svc.state.folders)).id
+  out = svc.call("create_note", {"title": "T", "folder_id": folder})
   assert out["ok"] and out["data"]["simulated"] is True
-  assert list(before.diff(svc)) == ["_scalars"]  # only the logical clock moved
+  # the offline simulator stores the typed record the arguments describe
+  note = out["data"]["result"]
+  assert note["title"] == "T" and note["folder_id"] == folder
+  assert list(before.diff(svc)) == ["notes", "_scalars"]
+  assert svc.call("get_note", {"note_id": note["id"]})["data"]["title"] == "T"
+  # the same call on the same state gets the same answer
+  assert before.fork().call("create_note", {"title": "T", "folder_id": folder}) == out
 
 
 def _insert(note_id="note_new", title="From the model", **extra):

@@ -65,6 +65,26 @@ def test_chunked_gradients_equal_recurrent_gradients():
     np.testing.assert_allclose(gc, gr, atol=1e-4, rtol=1e-4)
 
 
+def test_unit_lower_inverse_and_its_gradient_match_a_dense_inverse():
+  rng = np.random.default_rng(3)
+  lower = jnp.asarray(np.tril(rng.normal(size=(2, 3, 16, 16)) * 0.3, -1), jnp.float32)
+  weights = jnp.asarray(rng.normal(size=(2, 3, 16, 16)), jnp.float32)
+  eye = jnp.eye(16, dtype=jnp.float32)
+
+  def ours(lower):
+    return jnp.sum(jnp.sin(deltanet._unit_lower_inverse(lower)) * weights)
+
+  def dense(lower):  # the entries on and above the diagonal are not inputs: masked
+    return jnp.sum(jnp.sin(jnp.linalg.inv(eye + jnp.tril(lower, -1))) * weights)
+
+  np.testing.assert_allclose(
+    jax.jit(deltanet._unit_lower_inverse)(lower), jnp.linalg.inv(eye + lower), atol=1e-5
+  )
+  np.testing.assert_allclose(
+    jax.jit(jax.grad(ours))(lower), jax.jit(jax.grad(dense))(lower), atol=1e-4, rtol=1e-4
+  )
+
+
 def test_reset_forgets_the_past():
   q, k, v, g, beta, _, state = _inputs(2)
   reset = np.zeros((B, T), bool)
