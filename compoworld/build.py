@@ -47,8 +47,9 @@ def compile_and_validate(spec: ServiceSpec, seed: int = 0) -> dict[str, Any]:
   _quiet()
   cls = compile_service(spec)
   deterministic = [t for t, s in cls.statuses.items() if s["status"] == "deterministic"]
+  ran: dict[str, list[str]] = {}
   try:
-    failures = validate(cls, spec.tools, seed=seed, only=deterministic)
+    failures = validate(cls, spec.tools, seed=seed, only=deterministic, ran=ran)
     reasons = {t: f.reason() for t, f in failures.items()}
   except Exception as err:  # the suite could not even start (e.g. no state could be seeded)
     failures = {}
@@ -67,6 +68,8 @@ def compile_and_validate(spec: ServiceSpec, seed: int = 0) -> dict[str, Any]:
       "produces": list(runtime.produces),
       "consumes": list(runtime.consumes),
     }
+    if tool.name in deterministic:
+      entry["checks"] = ran.get(tool.name, [])
     if tool.name in failures:
       entry["failing_case"] = failures[tool.name].to_json()
     tools.append(entry)

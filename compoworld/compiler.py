@@ -43,6 +43,7 @@ from compoworld.naming import (
   is_paging,
   is_query,
   leaf_args,
+  parent_ref,
   past,
   role_of,
   singular,
@@ -244,7 +245,7 @@ def _reading(key: str, plain: str, known: dict[str, str], reads: bool) -> tuple[
   return plain, "set"
 
 
-def _relation(role: Role, args: list, tool_words: list[str]):
+def _relation(role: Role, args: list, tool_name: str):
   """A tool that adds items to, or takes them off, a list of a parent record
   (``add_attendees_to_event(event_id, attendees)``, ``remove_label(issue_id, label)``): the parent
   ref, the argument holding the items, and "add" or "remove"; else None."""
@@ -255,7 +256,7 @@ def _relation(role: Role, args: list, tool_words: list[str]):
   item = next((a for a in args if a.path not in ref_paths and _norm(a.key) in names), None)
   if item is None:
     return None
-  parent = next((r for r in role.refs if set(r[1].split("_")) & set(tool_words)), role.refs[0])
+  parent = parent_ref(tool_name, role.refs)
   removing = role.kind == "delete" or role.verb in _REMOVING
   return parent, item, "remove" if removing else "add"
 
@@ -276,7 +277,7 @@ def infer(
   relations = {
     t.name: rel
     for t in spec.tools
-    if t.name not in simulated and (rel := _relation(roles[t.name], leaves[t.name], tokens(t.name)))
+    if t.name not in simulated and (rel := _relation(roles[t.name], leaves[t.name], t.name))
   }
   entity_names = {
     r.entity

@@ -283,6 +283,18 @@ def role_of(
   return Role(kind, verb, entity, own, refs)
 
 
+def parent_ref(name: str, refs: tuple[tuple[Arg, str], ...]) -> tuple[Arg, str] | None:
+  """Of a tool's id arguments, the one naming the record it acts on through another
+  (``add_attendees_to_event(calendar_id, event_id)``: the event): the entity named last in the
+  tool's name, else the first."""
+  words = tokens(name)
+
+  def last_seen(ref: tuple[Arg, str]) -> int:
+    return max((i for i, w in enumerate(words) if w in ref[1].split("_")), default=-1)
+
+  return max(refs, key=last_seen, default=None) if refs else None
+
+
 def common_prefix(names: list[str]) -> tuple[str, ...]:
   """Name words every tool of a server starts with (``ACTIVE_CAMPAIGN__``), kept short of the
   whole name."""

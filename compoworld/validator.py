@@ -43,6 +43,7 @@ from compoworld.naming import (
   is_paging,
   is_query,
   leaf_args,
+  parent_ref,
   role_of,
   singular,
   targets,
@@ -134,6 +135,7 @@ class Validator:
     self.base = service.create(seed=seed)
     self.rng = random.Random(f"validator:{service.name}:{seed}")
     self._ids: dict[str, list[Any]] = {}
+    self.ran: dict[str, set[str]] = {n: set() for n in self.tools}  # tool → checks it was put to
 
   # --- calling -----------------------------------------------------------------------------
 
@@ -142,6 +144,7 @@ class Validator:
     return hint is True or (hint is None and not self.roles[name].mutates)
 
   def call(self, svc: Service, name: str, args: Any) -> dict[str, Any]:
+    self.ran[name].update(("no_raise", "atomic", "read_only" if self._read_only(name) else ""))
     before = svc.state_hash()
     try:
       out = svc.call(name, args)
@@ -157,6 +160,7 @@ class Validator:
     return out
 
   def expect(self, name: str, args: Any, check: str, status: int) -> dict[str, Any]:
+    self.ran[name].add(check)
     out = self.call(self.base.fork(), name, args)
     if out["status"] != status:
       raise _Failed(Failure(name, check, args, f"status {status}", _brief(out)))
@@ -199,6 +203,7 @@ class Validator:
     schema = tool.input_schema
     valid = self.valid_args(name)
     if valid is not None:
+      self.ran[name].add("valid_call")
       out = self.call(self.base.fork(), name, valid)
       if out["status"] == 400 and _ARGS_REFUSED.search(out["error"]["message"]):
         raise _Failed(Failure(name, "valid_call", valid, "arguments accepted", _brief(out)))
@@ -237,10 +242,21 @@ class Validator:
     for (entity, kind), creates in by_kind.items():
       if kind != "create":
         continue
-      gets = by_kind.get((entity, "get"), [])
+      # a record reads back through a get tool, or else through a list of its entity
+      gets = by_kind.get((entity, "get"), []) or by_kind.get((entity, "list"), [])
       for create in creates:
         try:
           self._round_trip(entity, create, gets, by_kind)
+        except _Failed as failed:
+          failures.setdefault(failed.failure.tool, failed.failure)
+    for (entity, kind), updates in by_kind.items():
+      known = self.ids(entity)
+      gets = by_kind.get((entity, "get"), []) or by_kind.get((entity, "list"), [])
+      if kind != "update" or (entity, "create") in by_kind or not known or not gets:
+        continue
+      for update in updates:  # no create to start from: update a seeded record
+        try:
+          self._update_get(self.base.fork(), entity, update, known[0], gets)
         except _Failed as failed:
           failures.setdefault(failed.failure.tool, failed.failure)
     return failures
@@ -250,6 +266,7 @@ class Validator:
     if args is None:
       return
     svc = self.base.fork()
+    self.ran[create].update(("create_writes", "create_get"))
     out = self.call(svc, create, args)
     if out["ok"] and svc.state_hash() == self.base.state_hash():
       raise _Failed(Failure(create, "create_writes", args, "a new record", "the state unchanged"))
@@ -279,6 +296,7 @@ class Validator:
       largs = self.valid_args(lister)
       if largs is None or set(largs) - {"limit"}:
         continue
+      self.ran[lister].add("list_after_create")
       got = self.call(svc, lister, largs)
       if got["ok"] and str(new_id) not in {str(v) for v in _values(got["data"])}:
         raise _Failed(Failure(lister, "list_after_create", largs, f"lists {new_id!r}", got["data"]))
@@ -299,6 +317,7 @@ class Validator:
       if dargs is None or role.id_arg is None:
         continue
       dargs = _set(dargs, role.id_arg.path, _typed(new_id, role.id_arg.schema))
+      self.ran[delete].add("delete_get")
       out = self.call(twin, delete, dargs)
       for get in gets if out["ok"] else []:
         got = self._read(twin, get, new_id)
@@ -327,6 +346,7 @@ class Validator:
     if not is_valid(uargs, tool.input_schema):
       return
     before = {get: self._read(svc, get, new_id) for get in gets}
+    self.ran[update].update(("update_get", "update_fields"))
     out = self.call(svc, update, uargs)
     if not out["ok"]:
       return
@@ -372,6 +392,7 @@ class Validator:
       args = {**base, key: value}
       if not isinstance(value, str) or not value or not is_valid(args, schema):
         continue
+      self.ran[lister].add("list_filter")
       out = self.call(svc.fork(), lister, args)
       if not out["ok"]:
         continue
@@ -404,12 +425,13 @@ class Validator:
       for a in leaf_args(self.tools[name].input_schema)
       if a.path not in refs and singular(_norm(a.key)) in (role.entity, f"{role.entity}_id")
     ]
-    words = set(tokens(name))
-    parent = next(((p, e) for p, e in refs.items() if set(e.split("_")) & words), None)
+    parent = parent_ref(name, role.refs)
     if not items or parent is None:
       return
-    path, entity = parent
-    gets = [n for n, r in self.roles.items() if r.entity == entity and r.kind == "get"]
+    path, entity = parent[0].path, parent[1]
+    gets = [n for n, r in self.roles.items() if r.entity == entity and r.kind == "get"] or [
+      n for n, r in self.roles.items() if r.entity == entity and r.kind == "list"
+    ]
     known, args = self.ids(entity), self.valid_args(name)
     if not known or not gets or args is None:
       return
@@ -419,6 +441,7 @@ class Validator:
     if not is_valid(args, self.tools[name].input_schema):
       return
     svc = self.base.fork()
+    self.ran[name].add("relation_add")
     if not self.call(svc, name, args)["ok"]:
       return
     added = {str(v) for v in _values(fresh)}
@@ -431,7 +454,22 @@ class Validator:
     return next((a.schema for a in leaf_args(self.tools[name].input_schema) if a.path == path), {})
 
   def _read(self, svc: Service, get: str, record_id: Any) -> dict[str, Any] | None:
+    """The record read back: a get's answer, or the record as a list shows it (a 404 when the
+    whole list lacks it; None when it cannot tell)."""
     role = self.roles[get]
+    if role.kind == "list":
+      schema = self.tools[get].input_schema
+      args = {
+        k: v for k, v in (self.valid_args(get) or {}).items() if k in schema.get("required", [])
+      }
+      if not is_valid(args, schema):
+        return None
+      out = self.call(svc, get, args)
+      listed = _listed(out["data"]) if out["ok"] else []
+      if not out["ok"] or _truncated(out["data"], listed) or not listed:
+        return None
+      record = _record_in(listed, record_id)
+      return {"ok": True, "status": 200, "data": record} if record else {"ok": False, "status": 404}
     args = self.valid_args(get)
     if args is None or role.id_arg is None:
       return None
@@ -546,6 +584,13 @@ def _brief(out: dict[str, Any]) -> Any:
   return {"status": out.get("status"), "error": out.get("error")} if not out.get("ok") else out
 
 
-def validate(service: type[Service], tools: Iterable[McpTool], seed: int = 0, only=None):
-  """Runs the suite; returns ``{tool: Failure}`` for the tools that failed."""
-  return Validator(service, tools, seed).run(only)
+def validate(
+  service: type[Service], tools: Iterable[McpTool], seed: int = 0, only=None, ran=None
+) -> dict[str, Failure]:
+  """Runs the suite; returns ``{tool: Failure}`` for the tools that failed. ``ran``, a dict,
+  receives the sorted names of the checks each tool was put to."""
+  validator = Validator(service, tools, seed)
+  failures = validator.run(only)
+  if ran is not None:
+    ran.update({n: sorted(c - {""}) for n, c in validator.ran.items() if c - {""}})
+  return failures

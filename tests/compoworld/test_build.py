@@ -55,6 +55,14 @@ def test_manifest_lists_every_tool_with_status_reason_domain_and_schema(built):
     "reason": "",
     "kind": "lookup",
   }
+  # which property checks each deterministic tool was put to
+  assert "checks" not in browser["navigate"]
+  notes = {t["name"]: t for t in services["notes_server"]["tools"]}
+  assert {"valid_call", "no_raise", "create_get", "create_writes"} <= set(
+    notes["create_note"]["checks"]
+  )
+  assert {"update_get", "update_fields"} <= set(notes["update_note"]["checks"])
+  assert {"list_after_create", "read_only"} <= set(notes["list_notes"]["checks"])
   assert services["acme_crm"]["domain"] == "sales_crm"
   schemas = {t["name"]: t["input_schema"] for t in services["acme_crm"]["spec"]["tools"]}
   assert schemas["ACME_CRM__GET_CONTACT"]["required"] == ["path"]
