@@ -14,6 +14,7 @@ agent would find them through the get tool.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
@@ -22,6 +23,7 @@ from compoworld.authoring import AuthorContext, AuthoringError
 from compoworld.compiled import CompiledService, EntityPlan, Path, ToolPlan
 from compoworld.compiler import port_of
 from compoworld.facets import FacetRegistry, Found, Revisit, Sink, Value, facets
+from compoworld.naming import tokens
 from compoworld.ports import is_shared
 from compoworld.rubric import exists, record_is, where
 from compoworld.schema_values import example, is_valid
@@ -41,8 +43,46 @@ def _set(args: dict[str, Any], path: Path, value: Any) -> dict[str, Any]:
   return args
 
 
-def _words(name: str) -> str:
-  return name.replace("_", " ")
+#: Words of a server's title that name the software, not the service (``HubSpot MCP Server``).
+_TITLE_NOISE = {"mcp", "server", "api", "klavis", "compoworld", "integration", "tools", "tool"}
+#: Short first words of a field that are words of their own, not a vendor's prefix (``hs_``).
+_SHORT_WORDS = {"id", "is", "to", "no", "on", "in", "at", "by", "of", "or", "new", "max", "min"}
+
+
+def display_name(title: str, name: str) -> str:
+  """How an instruction names a service: its title without the software words
+  (``HubSpot MCP`` → ``HubSpot``, ``google_calendar`` → ``Google Calendar``)."""
+  words = [w for w in tokens_of(title or name) if w.lower() not in _TITLE_NOISE]
+  words = words or [w for w in tokens_of(name) if w.lower() not in _TITLE_NOISE] or [name]
+  return " ".join(w if any(c.isupper() for c in w) else w.capitalize() for w in words)
+
+
+def tokens_of(text: str) -> list[str]:
+  return [w for w in re.split(r"[\s_\-/]+", text) if w]
+
+
+def _prefix_of(word: str, service: str) -> bool:
+  """``hs`` of HubSpot, ``gh`` of GitHub: a short word whose letters the service's name spells,
+  in order, from its first."""
+  letters = iter(service.lower())
+  return (
+    len(word) <= 3
+    and word not in _SHORT_WORDS
+    and word[0] == service[:1].lower()
+    and all(c in letters for c in word)
+  )
+
+
+#: Starts of words whose sound, not their first letter, picks the article.
+_A_SOUNDS = ("use", "usu", "uni", "uri", "url", "eu", "one", "once")
+_AN_SOUNDS = ("hour", "honest", "honor", "honour", "heir", "sms", "html", "http", "xml", "mri")
+
+
+def _article(noun: str) -> str:
+  """``a`` or ``an`` before ``noun``, by its sound (an email, a user, an hour)."""
+  low = noun.lower()
+  vowel = low[:1] in "aeiou" and not low.startswith(_A_SOUNDS)
+  return f"an {noun}" if vowel or low.startswith(_AN_SOUNDS) else f"a {noun}"
 
 
 class _Entity:
@@ -50,6 +90,9 @@ class _Entity:
 
   def __init__(self, cls: type[CompiledService], plan: EntityPlan):
     self.cls, self.plan, self.service = cls, plan, cls.name
+    spec = getattr(cls, "service_spec", None)
+    self.display = display_name(spec.title if spec else "", cls.name)
+    self.thing = self.words(plan.name)
     deterministic = {t for t, s in cls.statuses.items() if s["status"] == "deterministic"}
     mine = [(n, p) for n, p in cls.plans.items() if p.entity == plan.name and n in deterministic]
     self.get = next((n for n, p in mine if p.kind == "get" and self._only_id(n, p)), None)
@@ -72,8 +115,16 @@ class _Entity:
         out[field] = kind
     return out
 
+  def words(self, name: str) -> str:
+    """A field or entity name as words of a sentence: ``hs_email`` of HubSpot → ``email``,
+    ``firstName`` → ``first name``."""
+    words = tokens(name)
+    if len(words) > 1 and _prefix_of(words[0], self.service):
+      words = words[1:]
+    return " ".join(words) or name
+
   def noun(self, record_id: Any) -> str:
-    return f"{_words(self.plan.name)} {record_id} in {self.service}"
+    return f"{self.thing} {record_id} in {self.display}"
 
   def shown_id(self, record_id: str) -> Any:
     return int(record_id) if self.plan.integer_ids else record_id
@@ -132,7 +183,7 @@ def _source(e: _Entity, field: str, kind: str):
     value = got.get(field)
     if value in (None, ""):
       raise AuthoringError("source_value_missing", f"{e.service}.{field}")
-    return Found(kind, f"the {_words(field)} of {e.noun(got['id'])}", [_value(value)])
+    return Found(kind, f"the {e.words(field)} of {e.noun(got['id'])}", [_value(value)])
 
   fn.__name__ = f"{e.plan.name}_{field}"
   return fn
@@ -173,11 +224,9 @@ def _sink(e: _Entity, tool: str, path: Path, field: str, kind: str) -> Sink:
     act=act,
     check=check,
     phrase=lambda ctx, t, obj: (
-      f"create a {_words(e.plan.name)} in {e.service} with {obj} as its {_words(field)}"
+      f"create {_article(e.thing)} in {e.display} with {obj} as its {e.words(field)}"
     ),
-    text=lambda ctx, t, v: (
-      f"A new {_words(e.plan.name)} in {e.service} has {_words(field)} {v.label}."
-    ),
+    text=lambda ctx, t, v: f"A new {e.thing} in {e.display} has {e.words(field)} {v.label}.",
     single=True,
   )
 
@@ -191,7 +240,7 @@ def _revisit(e: _Entity, tool: str, path: Path, field: str, kind: str) -> Revisi
     old = got.get(field)
     if old in (None, ""):
       raise AuthoringError("source_value_missing", f"{e.service}.{field}")
-    found = Found(kind, f"the {_words(field)} of {e.noun(got['id'])}", [_value(old)])
+    found = Found(kind, f"the {e.words(field)} of {e.noun(got['id'])}", [_value(old)])
     return found, {"id": record["id"], "old": old}
 
   def act(ctx: AuthorContext, t: dict[str, Any], v: Value) -> None:
@@ -204,7 +253,7 @@ def _revisit(e: _Entity, tool: str, path: Path, field: str, kind: str) -> Revisi
     got = e.read(ctx, t["id"])
     return Found(
       kind,
-      f"the {_words(field)} of {e.noun(got['id'])} now",
+      f"the {e.words(field)} of {e.noun(got['id'])} now",
       [_value(got.get(field))],
       stale=t["old"],
     )
@@ -216,8 +265,8 @@ def _revisit(e: _Entity, tool: str, path: Path, field: str, kind: str) -> Revisi
     prepare=lambda ctx: None,
     act=act,
     check=lambda ctx, t, v: record_is(e.service, e.plan.table, t["id"], field, v.value),
-    phrase=lambda ctx, t, obj: f"set the {_words(field)} of that {_words(e.plan.name)} to {obj}",
-    text=lambda ctx, t, v: f"The {_words(field)} of {_words(e.plan.name)} {t['id']} is {v.label}.",
+    phrase=lambda ctx, t, obj: f"set the {e.words(field)} of that {e.thing} to {obj}",
+    text=lambda ctx, t, v: f"The {e.words(field)} of {e.thing} {t['id']} is {v.label}.",
     single=True,
   )
   return Revisit(e.service, kind, kind, kind, f"revisit_{tool}_{field}", first, change, second)

@@ -40,10 +40,12 @@ _EVERY = flags.DEFINE_integer("every", 25, "Steps between recorded points.")
 _PATTERN = flags.DEFINE_enum(
   "pattern",
   "span",
-  ["span", "periodic"],
+  ["span", "periodic", "recall"],
   "span: one span of --repeat tokens written twice in random tokens (sparse loss); periodic: a "
   "random block of --repeat tokens repeated to fill the row, the loss on every token after the "
-  "first block (dense: each target is a copy from --repeat tokens back).",
+  "first block (dense: each target is a copy from --repeat tokens back); recall: keys each "
+  "followed by a value of --repeat tokens, then the keys again in another order, the loss on the "
+  "recalled values (a copy that starts after a cue).",
 )
 
 

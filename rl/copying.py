@@ -8,7 +8,9 @@ learns on a CPU"). Rows made of nothing but copies isolate that one skill:
 - ``span``: random ids with one span written twice, the loss on the second copy (sparse: the
   probe's original task, `experiments.copy_probe`);
 - ``periodic``: one random block of ``repeat`` ids written again and again, the loss on every id
-  after the first block (dense: each target is the id ``repeat`` positions back).
+  after the first block (dense: each target is the id ``repeat`` positions back);
+- ``recall``: keys each followed by a value of ``repeat`` ids, then the keys again in another
+  order, the loss on the recalled values (a copy that starts after a cue, as an argument does).
 
 `copy_stage` trains a freshly built model on periodic rows whose block grows as it learns (the
 distance a copy spans doubles from ``min_repeat`` up to ``max_repeat`` each time the accuracy
@@ -75,7 +77,33 @@ def periodic_rows(rng: np.random.Generator, batch: int, length: int, repeat: int
   return _rows(toks, mask)
 
 
-PATTERNS = {"span": span_rows, "periodic": periodic_rows}
+def recall_rows(rng: np.random.Generator, batch: int, length: int, repeat: int, vocab: int):
+  """Rows of cued recall: ``pairs`` keys, each followed by a value of ``repeat`` ids, then the
+  keys again in another order, each to be followed by its value; the loss mask covers the
+  recalled values. A call's argument is such a recall: the copy has to *start* after the cue
+  (the id after ``"invoice_id": ``), which periodic rows never ask for."""
+  pairs = (length + 1) // (2 * (repeat + 1))
+  if pairs < 2:
+    raise ValueError(f"length {length} cannot hold two key-value pairs of {repeat} twice")
+  toks = rng.integers(FIRST_ID, vocab, size=(batch, length + 1))
+  mask = np.zeros((batch, length + 1), np.int32)
+  width = repeat + 1
+  for b in range(batch):
+    keys = rng.choice(np.arange(FIRST_ID, vocab), size=pairs, replace=False)
+    values = rng.integers(FIRST_ID, vocab, size=(pairs, repeat))
+    for i in range(pairs):
+      toks[b, i * width] = keys[i]
+      toks[b, i * width + 1 : (i + 1) * width] = values[i]
+    start = pairs * width
+    for j, i in enumerate(rng.permutation(pairs)):
+      at = start + j * width
+      toks[b, at] = keys[i]
+      toks[b, at + 1 : at + width] = values[i]
+      mask[b, at + 1 : at + width] = 1
+  return _rows(toks, mask)
+
+
+PATTERNS = {"span": span_rows, "periodic": periodic_rows, "recall": recall_rows}
 
 
 def next_repeat(repeat: int, accuracy: float, advance_at: float, max_repeat: int) -> int:

@@ -69,3 +69,75 @@ def test_generated_tasks_compose_compiled_and_hand_written_services(world):
     assert set(task.services) - set(compiled)  # a hand-written service in the same task
   task = mixed[0]
   assert any(c.service in compiled for c in task.reference_solution)
+
+
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "mcp_specs" / "tools.jsonl"
+
+
+def test_compiled_names_read_as_words():
+  from compoworld.compiled_facets import _article, display_name
+
+  assert display_name("HubSpot MCP", "hubspot_mcp") == "HubSpot"
+  assert display_name("google_calendar", "google_calendar_klavis") == "Google Calendar"
+  assert display_name("", "notes_server") == "Notes"
+  assert [_article(w) for w in ("email", "contact", "user", "hour", "unit", "order")] == [
+    "an email",
+    "a contact",
+    "a user",
+    "an hour",
+    "a unit",
+    "an order",
+  ]
+
+
+@pytest.mark.shared
+@pytest.mark.slow
+@pytest.mark.skipif(not CORPUS.exists(), reason="../shared/mcp_specs is absent")
+def test_instructions_over_compiled_corpus_services_read_well(tmp_path, monkeypatch):
+  import re
+
+  build_library(CORPUS, tmp_path, progress=False)
+  reg = Registry(providers=())
+  for name in registry.names():
+    reg.register(registry.get(name))
+  monkeypatch.setattr(compoworld.env, "registry", reg)
+  monkeypatch.setattr(compoworld.generate, "registry", reg)
+  freg = FacetRegistry(providers=())
+  compiled = load_compiled_library(tmp_path, reg=reg, facets=freg)
+  with_facets = [n for n in freg.services() if n in compiled]
+
+  def only(names):  # the facets of `names` alone
+    one = FacetRegistry(providers=())
+    for table in ("sources", "sinks"):
+      kept = {k: v for k, v in getattr(freg, table).items() if k[0] in names}
+      getattr(one, table).update(kept)
+    one.revisits.update({k: v for k, v in freg.revisits.items() if k in names})
+    return one
+
+  tasks = []
+  for name in with_facets:  # single-service tasks, until 50 services have one
+    try:
+      task = generate_one(0, 0, k=1, min_walk=2, max_walk=3, num_distractors=0, reg=only({name}))
+    except ValueError:  # no walk within this one service
+      continue
+    tasks += [task] if task else []
+    if len(tasks) == 50:
+      break
+  tasks += [
+    t
+    for i in range(100)
+    if (t := generate_one(i, 0, k=2, num_distractors=0, min_walk=2, max_walk=3, reg=freg))
+  ]
+  used = {s for t in tasks for s in t.services}
+  assert len(used) >= 50, len(used)
+  raw_fields = {
+    f for n in used for e in reg.get(n).entities.values() for f in e.fields if "_" in f or
+    any(c.isupper() for c in f)
+  }  # fmt: skip
+  for task in tasks:
+    text = task.instruction
+    assert not re.search(r"\ba (?!us|un|ur|eu|one)[aeiou]", text, re.IGNORECASE), text  # a email
+    assert not re.search(r"\ban (?:us|uni|con|[bcdfgjklmnpqrstvwz])", text, re.IGNORECASE), text
+    assert not re.search(r"\bmcp\b", text, re.IGNORECASE), text  # software words, not names
+    assert not any(re.search(rf"\b{re.escape(n)}\b", text) for n in used if "_" in n), text
+    assert not any(re.search(rf"\b{re.escape(f)}\b", text) for f in raw_fields), text
