@@ -24,15 +24,22 @@ def library(tmp_path_factory):
   return workdir
 
 
-@pytest.fixture
-def world(library, monkeypatch):
-  """A registry with the hand-written services and the compiled ones (the default registry
-  stays as it is), and facets of a few hand-written services plus the compiled ones."""
+def _own_registry(monkeypatch) -> Registry:
+  """A registry of the hand-written services that tasks and environments use for this test
+  (the default registry stays as it is)."""
   reg = Registry(providers=())
   for name in registry.names():
     reg.register(registry.get(name))
   monkeypatch.setattr(compoworld.env, "registry", reg)
   monkeypatch.setattr(compoworld.generate, "registry", reg)
+  return reg
+
+
+@pytest.fixture
+def world(library, monkeypatch):
+  """A registry with the hand-written services and the compiled ones, and facets of a few
+  hand-written services plus the compiled ones."""
+  reg = _own_registry(monkeypatch)
   freg = FacetRegistry(providers=())
   facets.load()
   for table in ("sources", "lookups", "sinks"):
@@ -97,11 +104,7 @@ def test_instructions_over_compiled_corpus_services_read_well(tmp_path, monkeypa
   import re
 
   build_library(CORPUS, tmp_path, progress=False)
-  reg = Registry(providers=())
-  for name in registry.names():
-    reg.register(registry.get(name))
-  monkeypatch.setattr(compoworld.env, "registry", reg)
-  monkeypatch.setattr(compoworld.generate, "registry", reg)
+  reg = _own_registry(monkeypatch)
   freg = FacetRegistry(providers=())
   compiled = load_compiled_library(tmp_path, reg=reg, facets=freg)
   with_facets = [n for n in freg.services() if n in compiled]
