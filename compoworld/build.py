@@ -152,6 +152,14 @@ def summarize(services: list[dict[str, Any]], stats: dict[str, Any], seconds: fl
   }
 
 
+def _offered(entry: dict[str, Any], synthesis: str, share: float) -> bool:
+  """Whether a service goes to the synthesis model (see ``build_library``)."""
+  if synthesis == "repair":
+    return any(t["status"] == "quarantined" for t in entry["tools"])
+  draw = int(hashlib.sha256(entry["name"].encode()).hexdigest()[:8], 16) / 16**8
+  return draw < share
+
+
 def build_library(
   specs: str | Path | None,
   workdir: str | Path,
@@ -160,12 +168,16 @@ def build_library(
   progress: bool = True,
   reuse: bool = True,
   synthesizer: Any = None,
+  synthesis: str = "repair",
+  synthesis_share: float = 1.0,
 ) -> dict[str, Any]:
   """Builds (or reuses) ``workdir/manifest.json`` from ``specs`` and returns the summary.
 
-  With a ``compoworld.synthesis.Synthesizer``, every service the compiler left with quarantined
-  tools is also offered to the model: an accepted module replaces the compiled service, and
-  only the tools it still fails stay quarantined.
+  With a ``compoworld.synthesis.Synthesizer``, services are also offered to the model: with
+  ``synthesis="repair"`` those the compiler left with quarantined tools, with ``"llm"`` every
+  service, or the share ``synthesis_share`` of them (chosen by a hash of the name, so the same
+  ones every time). An accepted module replaces the compiled service, and only the tools it still
+  fails stay quarantined; a rejected one leaves the compiled service as it was.
 
   ``specs`` None compiles the hand-written library's exported specs. Service names already taken
   by hand-written services get a suffix, so both can be loaded together.
@@ -174,7 +186,13 @@ def build_library(
   workdir = Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   path = Path(specs) if specs is not None else export_hand_written(workdir)
-  digest = specs_digest(path, getattr(synthesizer, "model", ""))
+  if synthesis not in ("repair", "llm") or not 0 <= synthesis_share <= 1:
+    raise ValueError(
+      f"synthesis is 'repair' or 'llm' and its share within [0, 1] "
+      f"(got {synthesis!r}, {synthesis_share})"
+    )
+  model = getattr(synthesizer, "model", "")
+  digest = specs_digest(path, f"{model}:{synthesis}:{synthesis_share}" if model else "")
   manifest_path = workdir / MANIFEST
   if reuse and manifest_path.exists():
     old = json.loads(manifest_path.read_text(encoding="utf-8"))
@@ -197,9 +215,9 @@ def build_library(
       bar.update(len(chunk))
   bar.close()
   if synthesizer is not None:
-    for entry in entries:
-      if any(t["status"] == "quarantined" for t in entry["tools"]):
-        synthesize_entry(entry, synthesizer)
+    chosen = [e for e in entries if _offered(e, synthesis, synthesis_share)]
+    for entry in tqdm(chosen, desc="synthesis", unit="svc", disable=not progress):
+      synthesize_entry(entry, synthesizer)
   summary = summarize(entries, stats, time.perf_counter() - t0)
   manifest = {
     "compiler": COMPILER_VERSION,
