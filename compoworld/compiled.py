@@ -92,6 +92,7 @@ class ToolPlan:
   status_value: str = ""  # what a state action sets ``status`` to
   items: tuple[tuple[Path, str, str], ...] = ()  # argument → list field, "add" or "remove"
   ranges: tuple[tuple[Path, str, str], ...] = ()  # argument → field it bounds, "min" or "max"
+  why: str = ""  # a compute plan: why nothing in the spec makes it deterministic
 
 
 _ABSENT = object()

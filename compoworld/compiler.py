@@ -211,6 +211,7 @@ _CERTAIN |= {"until"}
 _STAMPS = ("created_at", "updated_at")
 _UNDERIVABLE = "no formula in the spec computes its result from the state and the arguments"
 _UNDESCRIBED = "it reads records whose fields the spec never names"
+_UNNAMED = "it changes a record without naming it (no id argument)"
 #: Verbs of a relation tool that takes items off its parent's list rather than adding them.
 _REMOVING = {"remove", "unassign", "detach", "unlink", "delete", "unlabel", "untag", "revoke"}
 
@@ -282,7 +283,10 @@ def infer(
   entity_names = {
     r.entity
     for n, r in roles.items()
-    if n not in simulated and n not in relations and r.kind != "compute"
+    if n not in simulated
+    and n not in relations
+    and r.kind != "compute"
+    and not (r.kind in ("update", "delete") and r.id_arg is None)
   }
 
   def resolve(ref: str) -> str:
@@ -339,6 +343,9 @@ def infer(
       plans[tool.name] = ToolPlan(
         "relate", parent, parent_arg.path, (), ref_paths, items=((item.path, name, op),)
       )
+      continue
+    if role.kind in ("update", "delete") and role.id_arg is None:
+      plans[tool.name] = ToolPlan("compute", role.entity, None, (), (), why=_UNNAMED)
       continue
     entity = role.entity
     if role.id_arg is not None and role.id_arg.schema.get("type") in ("integer", "number"):
@@ -473,7 +480,7 @@ def compile_service(
       statuses[tool.name] = {"status": "simulated", "reason": f"external effect: {tool.external}"}
     elif plan.kind == "compute":
       described = plan.entity not in entities or entities[plan.entity].described
-      reason = _UNDERIVABLE if described else _UNDESCRIBED
+      reason = plan.why or (_UNDERIVABLE if described else _UNDESCRIBED)
       statuses[tool.name] = {"status": "simulated", "reason": reason}
     else:
       statuses[tool.name] = {"status": "deterministic", "reason": ""}
@@ -484,7 +491,9 @@ def compile_service(
         "search",
       )
     else:
+      # a write that names no record is simulated, and still a write
       mutates = plan.kind in ("create", "send", "update", "delete", "action", "relate")
+      mutates = mutates or (plan.kind == "compute" and role.kind in ("update", "delete"))
     entity = entities.get(plan.entity)
     read_pairs = [*entity.fields.items(), ("id", {})] if entity else []
     arg_pairs = [(a.key, a.schema) for a in leaf_args(tool.input_schema)]

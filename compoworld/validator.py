@@ -330,18 +330,17 @@ class Validator:
     if uargs is None or role.id_arg is None:
       return
     uargs = _set(uargs, role.id_arg.path, _typed(new_id, role.id_arg.schema))
-    target = next(
-      (
-        p
-        for p, s in tool.input_schema.get("properties", {}).items()
-        if s.get("type") == "string" and "enum" not in s and "format" not in s
-        and p != role.id_arg.path[0] and not s.get("pattern")
-      ),
-      None,
-    )  # fmt: skip
-    if target is None:
+    # the argument to change: a plain string if there is one, else a number
+    props = tool.input_schema.get("properties", {})
+    chosen = [
+      (p, fresh)
+      for p, sub in props.items()
+      if p != role.id_arg.path[0] and (fresh := _fresh_value(sub)) is not None
+    ]
+    chosen.sort(key=lambda pair: not isinstance(pair[1], str))
+    if not chosen:
       return
-    fresh = "Updated by the validator 7431"
+    target, fresh = chosen[0]
     uargs = _set(uargs, (target,), fresh)
     if not is_valid(uargs, tool.input_schema):
       return
@@ -351,16 +350,19 @@ class Validator:
     if not out["ok"]:
       return
     named = {_norm(t.field) for key in _keys(uargs) for t in targets(key, reads=False)}
+    readings = {_norm(t.field) for t in targets(target, reads=False)}
     for get in gets:
       got = self._read(svc, get, new_id)
       if got is None or not got["ok"]:
         continue
-      if fresh not in {str(v) for v in _values(got["data"])}:
-        raise _Failed(Failure(update, "update_get", uargs, f"{get} shows {fresh!r}", got["data"]))
       old, new = _record_in(before[get]["data"], new_id), _record_in(got["data"], new_id)
+      shown = isinstance(fresh, str) or any(_norm(k) in readings for k in old or {})
+      if not shown:
+        continue  # a number the record keeps in another form (minutes as an end time)
+      if str(fresh) not in {str(v) for v in _values(got["data"])}:
+        raise _Failed(Failure(update, "update_get", uargs, f"{get} shows {fresh!r}", got["data"]))
       if old is None or new is None:
         continue  # the read shows something else about the record
-      readings = {_norm(t.field) for t in targets(target, reads=False)}
       if not any(_norm(k) in readings and v == fresh for k, v in new.items()):
         raise _Failed(
           Failure(update, "update_fields", uargs, f"{target!r} sets a field it names", new)
@@ -550,6 +552,22 @@ def _truncated(data: Any, listed: list[Any]) -> bool:
   total = data.get("total")
   more = isinstance(total, int) and total > len(listed)
   return more or any(v for k, v in data.items() if "next" in tokens(k) or k == "has_more")
+
+
+def _fresh_value(schema: dict[str, Any]) -> Any:
+  """A value for an update to write that no seeded record holds: a marked string for a plain
+  string argument, an odd number within the bounds of a numeric one; None for anything else."""
+  kind = schema.get("type")
+  if "enum" in schema or "format" in schema or schema.get("pattern"):
+    return None
+  if kind == "string":
+    return "Updated by the validator 7431"
+  if kind in ("integer", "number"):
+    value = 7431 if kind == "integer" else 7431.5
+    for candidate in (value, schema.get("maximum"), schema.get("minimum")):
+      if candidate is not None and not isinstance(candidate, bool) and is_valid(candidate, schema):
+        return candidate
+  return None
 
 
 def _fresh_item(schema: dict[str, Any]) -> Any:

@@ -168,3 +168,16 @@ def test_seeded_faults_are_quarantined(Calendar):
   assert _check_of(_mutant({"add_attendees_to_event": relate}), "add_attendees_to_event") == (
     "relation_add"
   )
+
+
+def test_a_write_that_names_no_record_is_simulated_and_still_a_write():
+  spec = SPEC.model_copy(
+    update={"tools": (*SPEC.tools, _tool("update_settings", {"timezone": _S}, ["timezone"]))}
+  )
+  cls = compile_service(spec)
+  assert cls.statuses["update_settings"] == {
+    "status": "simulated",
+    "reason": "it changes a record without naming it (no id argument)",
+  }
+  assert cls.tools["update_settings"].mutates
+  assert "settings" not in cls.State.model_fields  # no table for a record nothing names
