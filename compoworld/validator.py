@@ -386,7 +386,8 @@ class Validator:
     required = set(schema.get("required", []))
     if any(is_query(k) for k in required):
       return  # a required free-text query of its own narrows the list further
-    base = {k: v for k, v in base.items() if k in required}
+    # the required arguments the record shows take its values, so they narrow to it
+    base = {k: shown.get(k, v) for k, v in base.items() if k in required}
     for key, sub in schema.get("properties", {}).items():
       value = shown.get(key)
       if key in required or sub.get("type") != "string" or is_paging(key) or is_query(key):
