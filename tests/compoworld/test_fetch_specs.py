@@ -40,15 +40,13 @@ def test_specs_fetched_from_our_own_mcp_server_compile(tmp_path):
   save_tasks([task], tmp_path / "tasks.jsonl")
   server = f"{sys.executable} -m experiments.serve_mcp --tasks={tmp_path / 'tasks.jsonl'}"
   known = tmp_path / "known.jsonl"  # a corpus holding the first server's tool set already
-  run = [sys.executable, "-m", "experiments.fetch_mcp_specs", f"--commands={server}"]
-  out = subprocess.run(
-    [*run, f"--out={tmp_path / 'got'}", "--commands=false"],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    timeout=300,
-  )
-  assert out.returncode == 0, out.stderr[-2000:]
+
+  def fetch(*flags):
+    run = [sys.executable, "-m", "experiments.fetch_mcp_specs", f"--commands={server}", *flags]
+    out = subprocess.run(run, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+  fetch(f"--out={tmp_path / 'got'}", "--commands=false")
   summary = json.loads((tmp_path / "got" / "summary.json").read_text())
   assert summary["servers"]["false"].startswith("failed")  # reported, not fatal
   lines = (tmp_path / "got" / "tools.jsonl").read_text().splitlines()
@@ -59,13 +57,6 @@ def test_specs_fetched_from_our_own_mcp_server_compile(tmp_path):
 
   known.write_text((tmp_path / "got" / "tools.jsonl").read_text())
   assert _tool_sets(str(known)) == {frozenset(names)}
-  again = subprocess.run(
-    [*run, f"--out={tmp_path / 'again'}", f"--exclude={known}"],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    timeout=300,
-  )
-  assert again.returncode == 0, again.stderr[-2000:]
+  fetch(f"--out={tmp_path / 'again'}", f"--exclude={known}")
   dropped = json.loads((tmp_path / "again" / "summary.json").read_text())
   assert dropped["tools"] == 0 and "dropped" in dropped["servers"][server]
