@@ -93,6 +93,9 @@ class ToolPlan:
   items: tuple[tuple[Path, str, str], ...] = ()  # argument → list field, "add" or "remove"
   ranges: tuple[tuple[Path, str, str], ...] = ()  # argument → field it bounds, "min" or "max"
   why: str = ""  # a compute plan: why nothing in the spec makes it deterministic
+  page: Path | None = None  # a 1-based page number (with ``limit`` as the page size)
+  sort: tuple[Path, ...] = ()  # arguments naming the field to sort by (``sort_by``, ``order_by``)
+  direction: tuple[Path, ...] = ()  # arguments saying asc or desc
 
 
 _ABSENT = object()
@@ -291,13 +294,71 @@ def _search(svc, tool, plan, entity, args, filters):
     if hits:
       return entity.show(hits[0])
     return _synthesized(svc, tool, entity, args, filters)
-  limit = get_path(args, plan.limit) if plan.limit else _ABSENT
-  offset = get_path(args, plan.offset) if plan.offset else _ABSENT
-  start = offset if isinstance(offset, int) and not isinstance(offset, bool) and offset > 0 else 0
-  stop = (
-    start + limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
-  )
+  hits = _sorted(hits, entity, plan, args)
+  limit = _count(get_path(args, plan.limit)) if plan.limit else None
+  offset = _count(get_path(args, plan.offset)) if plan.offset else None
+  page = _count(get_path(args, plan.page)) if plan.page else None
+  if page and offset is None:  # pages of `limit` records (the limit's default, else 20)
+    offset = (page - 1) * (limit or _count(_default(tool, plan.limit)) or 20)
+    limit = limit or _count(_default(tool, plan.limit)) or 20
+  start = offset or 0
+  stop = start + limit if limit else None
   return {"items": [entity.show(r) for r in hits[start:stop]], "total": len(hits)}
+
+
+def _count(value: Any) -> int | None:
+  """A positive whole number given for a count, else None (0, absent, or not a number)."""
+  if isinstance(value, float) and value.is_integer():
+    value = int(value)
+  return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _default(tool: McpTool, path: Path | None) -> Any:
+  node: Any = tool.input_schema
+  for part in path or ():
+    node = node.get("properties", {}).get(part, {}) if isinstance(node, dict) else {}
+  return node.get("default") if isinstance(node, dict) else None
+
+
+def _sorted(hits: list[Record], entity: EntityPlan, plan: ToolPlan, args: dict[str, Any]):
+  """``hits`` in the order the sort arguments ask for: a field name, ``-field`` or
+  ``field:desc`` / ``field desc``, with a separate asc/desc argument; records without the field
+  last. An unknown field leaves the order as it was."""
+  directions = ("asc", "desc", "ascending", "descending")
+  wanted = next(
+    (
+      v
+      for p in plan.sort
+      if isinstance(v := get_path(args, p), str) and v and v.lower() not in directions
+    ),
+    None,
+  )
+  if wanted is None:
+    return hits
+  descending = wanted.startswith("-")
+  words = wanted.lstrip("-+").replace(":", " ").split()
+  if len(words) > 1 and words[-1].lower() in directions:
+    descending = words[-1].lower().startswith("desc")
+  for path in plan.direction:
+    given = get_path(args, path)
+    if isinstance(given, str) and given.lower() in directions:
+      descending = given.lower().startswith("desc")
+  fields = sorted(type(hits[0]).model_fields) if hits else []
+  key = next(
+    (f for f in fields for name in (words[0], f"{words[0]}_at") if _same(f, name)), None
+  ) if words else None  # fmt: skip
+  if key is None:
+    return hits
+  present = [r for r in hits if getattr(r, key) is not None]
+  try:
+    present.sort(key=lambda r: to_jsonable_python(getattr(r, key)), reverse=descending)
+  except TypeError:  # values of mixed types have no order
+    return hits
+  return present + [r for r in hits if getattr(r, key) is None]
+
+
+def _same(field: str, name: str) -> bool:
+  return field.lower().replace("_", "") == name.lower().replace("_", "")
 
 
 def _seeded(svc: CompiledService, tool: McpTool, args: dict[str, Any]) -> random.Random:

@@ -63,6 +63,15 @@ _CONTROL = {
   "password", "secret", "headers", "header", "cursor",
 }  # fmt: skip
 _LIMIT = {"limit", "size", "results", "count", "top"}
+_PAGE = {"page", "page_number", "pagenumber", "page_no"}
+_SORT = {"sort", "sort_by", "sortby", "order_by", "orderby", "sort_field", "sort_key", "order"}
+_DIRECTION = {"direction", "sort_order", "sort_direction", "order_direction", "dir", "order"}
+
+
+def _is_limit(key: str) -> bool:
+  return is_paging(key) and (tokens(key)[-1] in _LIMIT or _norm(key) in ("per_page", "perpage"))
+
+
 _JSON = Annotated[Any, BeforeValidator(freeze)]
 _PY_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool}
 
@@ -377,8 +386,11 @@ def infer(
     if role.kind == "action" or "status" in fields[entity]:
       status[entity] = True
     query = tuple(a.path for a in args if is_query(a.key)) if reads else ()
-    limit = next((a.path for a in args if is_paging(a.key) and tokens(a.key)[-1] in _LIMIT), None)
+    limit = next((a.path for a in args if _is_limit(a.key)), None)
     offset = next((a.path for a in args if tokens(a.key)[-1:] in (["offset"], ["skip"])), None)
+    page = next((a.path for a in args if _norm(a.key) in _PAGE), None) if reads else None
+    sort = tuple(a.path for a in args if _norm(a.key) in _SORT) if reads else ()
+    direction = tuple(a.path for a in args if _norm(a.key) in _DIRECTION) if reads else ()
     plans[tool.name] = ToolPlan(
       kind,
       entity,
@@ -391,6 +403,9 @@ def infer(
       past(role.verb) if kind == "action" else "",
       tuple(items),
       tuple(ranges),
+      page=page,
+      sort=sort,
+      direction=direction,
     )
   entities = {}
   used_tables: set[str] = set()

@@ -18,6 +18,7 @@ through ``Service.call``. Checks, each on a fresh fork of the seeded state:
                      ``title``), adds no field and changes none that no argument names
   list_filter        a list argument named as a field of the record lists the record by its
                      value and nothing whose field differs
+  list_page          a list asked for one record (``limit=1``) answers at most one
   relation_add       a tool that adds an item to a parent's list (``add_attendees_to_event``)
                      shows it in the parent read back
   delete_get         a deleted record reads back as a 404
@@ -54,6 +55,8 @@ from compoworld.service import Service
 from compoworld.specs import McpTool
 
 _MISSING_STR, _MISSING_INT = "zz_missing_9f3e", 987_654_321
+#: Arguments that bound how many records a list answers.
+_PAGE_SIZE = {"limit", "page_size", "pagesize", "per_page", "perpage", "max_results", "maxresults"}
 #: How the runtime words a refusal of the arguments themselves (a business rule's 400 is not one).
 _ARGS_REFUSED = re.compile(r"missing required argument|unknown argument|argument '[^']*' expected")
 
@@ -224,6 +227,14 @@ class Validator:
           self.expect(name, args, "boundary", 400)
         else:
           self.call(self.base.fork(), name, args)
+    limit = next((p for p in schema.get("properties", {}) if _norm(p) in _PAGE_SIZE), None)
+    if limit is not None and role.kind in ("list", "search") and valid is not None:
+      args = _set(valid, (limit,), 1)
+      if is_valid(args, schema):
+        self.ran[name].add("list_page")
+        out = self.call(self.base.fork(), name, args)
+        if out["ok"] and len(_listed(out["data"])) > 1:
+          raise _Failed(Failure(name, "list_page", args, "at most 1 record", out["data"]))
     own = role.id_arg
     if own is not None and role.kind in ("get", "update", "delete", "action") and valid is not None:
       missing = _MISSING_INT if own.schema.get("type") in ("integer", "number") else _MISSING_STR

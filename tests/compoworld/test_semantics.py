@@ -163,6 +163,9 @@ def test_seeded_faults_are_quarantined(Calendar):
   # a list that ignores its filter
   lister = dataclasses.replace(plans["list_events"], fields=())
   assert _check_of(_mutant({"list_events": lister}), "list_events") == "list_filter"
+  # a list that ignores its page size
+  unpaged = dataclasses.replace(plans["list_events"], limit=None)
+  assert _check_of(_mutant({"list_events": unpaged}), "list_events") == "list_page"
   # a relation tool that records nothing on the parent
   relate = dataclasses.replace(plans["add_attendees_to_event"], items=())
   assert _check_of(_mutant({"add_attendees_to_event": relate}), "add_attendees_to_event") == (
@@ -181,3 +184,42 @@ def test_a_write_that_names_no_record_is_simulated_and_still_a_write():
   }
   assert cls.tools["update_settings"].mutates
   assert "settings" not in cls.State.model_fields  # no table for a record nothing names
+
+
+PAGED = ServiceSpec(
+  name="paged_notes",
+  source="test",
+  server="paged-notes",
+  domain="productivity",
+  tools=(
+    _tool("create_note", {"title": _S, "rank": {"type": "integer"}}, ["title"]),
+    _tool(
+      "list_notes",
+      {
+        "sort_by": _S,
+        "direction": {"type": "string", "enum": ["asc", "desc"]},
+        "page": {"type": "integer"},
+        "per_page": {"type": "integer", "default": 2},
+      },
+    ),
+  ),
+)
+
+
+def test_lists_honour_sort_and_page_arguments():
+  svc = compile_service(PAGED).create(seed=0)
+  for seeded in list(svc.state.notes):
+    svc.state.notes.delete(seeded.id)
+  for title, rank in (("b", 2), ("d", 4), ("a", 1), ("c", 3), ("e", 5)):
+    ok(svc, "create_note", {"title": title, "rank": rank})
+
+  def titles(**args):
+    return [n["title"] for n in ok(svc, "list_notes", args)["items"]]
+
+  assert titles(sort_by="rank", per_page=10) == ["a", "b", "c", "d", "e"]
+  assert titles(sort_by="rank", direction="desc", per_page=10) == ["e", "d", "c", "b", "a"]
+  assert titles(sort_by="-title", per_page=10) == ["e", "d", "c", "b", "a"]
+  assert titles(sort_by="title:desc", page=2, per_page=2) == ["c", "b"]
+  # the page size defaults to the schema's default; an unknown sort field keeps the order
+  assert len(ok(svc, "list_notes", {"sort_by": "rank", "page": 1})["items"]) == 2
+  assert titles(sort_by="nonsense", per_page=10) == ["b", "d", "a", "c", "e"]
