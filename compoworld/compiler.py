@@ -7,7 +7,8 @@ records per entity), and gives each tool a plan over that state (``compoworld.co
   create/add/send...     insert a record built from the arguments; return it
   get/read...            the record the id argument names, else 404
   list/search/find...    records filtered on the given fields (equal, or within a range bound
-                         such as ``max_start_datetime``) and free text, paginated
+                         such as ``max_start_datetime``) and free text, sorted and paged as
+                         the sort and page arguments ask
   get without an id      a lookup: the first record matching the arguments (else a seeded one)
   update/edit/set...     change the named record's fields
   delete/remove...       remove it (a later get is a 404)
@@ -43,6 +44,7 @@ from compoworld.naming import (
   is_paging,
   is_query,
   leaf_args,
+  norm,
   parent_ref,
   past,
   role_of,
@@ -66,12 +68,6 @@ _LIMIT = {"limit", "size", "results", "count", "top"}
 _PAGE = {"page", "page_number", "pagenumber", "page_no"}
 _SORT = {"sort", "sort_by", "sortby", "order_by", "orderby", "sort_field", "sort_key", "order"}
 _DIRECTION = {"direction", "sort_order", "sort_direction", "order_direction", "dir", "order"}
-
-
-def _is_limit(key: str) -> bool:
-  return is_paging(key) and (tokens(key)[-1] in _LIMIT or _norm(key) in ("per_page", "perpage"))
-
-
 _JSON = Annotated[Any, BeforeValidator(freeze)]
 _PY_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool}
 
@@ -215,8 +211,9 @@ def _merge_type(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, An
 
 #: Words that make a reading of an argument name certain even when no record field matches it
 #: yet (``updated_summary`` is never a field of its own); "from", "to", "start", "end" are not.
-_CERTAIN = {"updated", "new", "update", "add", "remove", "min", "max", "after", "before", "since"}
-_CERTAIN |= {"until"}
+_CERTAIN = {
+  "updated", "new", "update", "add", "remove", "min", "max", "after", "before", "since", "until",
+}  # fmt: skip
 _STAMPS = ("created_at", "updated_at")
 _UNDERIVABLE = "no formula in the spec computes its result from the state and the arguments"
 _UNDESCRIBED = "it reads records whose fields the spec never names"
@@ -225,14 +222,14 @@ _UNNAMED = "it changes a record without naming it (no id argument)"
 _REMOVING = {"remove", "unassign", "detach", "unlink", "delete", "unlabel", "untag", "revoke"}
 
 
-def _norm(name: str) -> str:
-  return "_".join(tokens(name))
+def _is_limit(key: str) -> bool:
+  return is_paging(key) and (tokens(key)[-1] in _LIMIT or norm(key) in ("per_page", "perpage"))
 
 
 def _known(base: str, known: dict[str, str]) -> str | None:
   """The entity field ``base`` names, allowing the usual suffixes (``created`` → ``created_at``)."""
   for suffix in ("", "_at", "_date", "_time", "_datetime", "s"):
-    hit = known.get(_norm(base + suffix))
+    hit = known.get(norm(base + suffix))
     if hit is not None:
       return hit
   return None
@@ -242,8 +239,8 @@ def _reading(key: str, plain: str, known: dict[str, str], reads: bool) -> tuple[
   """The record field an argument acts on and how (set, add, remove, min, max): its own name
   when the entity has that field, else the first reading of its name that the entity has, else
   a reading whose words leave no doubt, else its own name."""
-  if _norm(plain) in known:
-    return known[_norm(plain)], "set"
+  if norm(plain) in known:
+    return known[norm(plain)], "set"
   readings = targets(key, reads)[1:]
   for reading in readings:
     hit = _known(reading.field, known)
@@ -261,9 +258,9 @@ def _relation(role: Role, args: list, tool_name: str):
   ref, the argument holding the items, and "add" or "remove"; else None."""
   if role.id_arg is not None or not role.refs or role.kind not in ("create", "delete", "update"):
     return None
-  names = {_norm(n) for n in (role.entity, plural(role.entity), f"{role.entity}_ids")}
+  names = {norm(n) for n in (role.entity, plural(role.entity), f"{role.entity}_ids")}
   ref_paths = {a.path for a, _ in role.refs}
-  item = next((a for a in args if a.path not in ref_paths and _norm(a.key) in names), None)
+  item = next((a for a in args if a.path not in ref_paths and norm(a.key) in names), None)
   if item is None:
     return None
   parent = parent_ref(tool_name, role.refs)
@@ -313,7 +310,7 @@ def infer(
     if tool.name in simulated or tool.name in relations or role.kind not in ("create", "send"):
       continue
     for name in _field_names(_data_args(role, leaves[tool.name])).values():
-      known[role.entity][_norm(name)] = name
+      known[role.entity][norm(name)] = name
 
   fields: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
   refs: dict[str, dict[str, str]] = defaultdict(dict)
@@ -366,7 +363,7 @@ def infer(
     reads = kind in ("list", "search", "lookup")
     data = [] if role.kind in ("get", "delete") else _data_args(role, args)
     names = _field_names(data)
-    entity_known = {**known[entity], **{_norm(s): s for s in _STAMPS if reads}}
+    entity_known = {**known[entity], **{norm(s): s for s in _STAMPS if reads}}
     field_paths, items, ranges = [], [], []
     for arg in data:
       name, op = _reading(arg.key, names[arg.path], entity_known, reads)
@@ -388,9 +385,9 @@ def infer(
     query = tuple(a.path for a in args if is_query(a.key)) if reads else ()
     limit = next((a.path for a in args if _is_limit(a.key)), None)
     offset = next((a.path for a in args if tokens(a.key)[-1:] in (["offset"], ["skip"])), None)
-    page = next((a.path for a in args if _norm(a.key) in _PAGE), None) if reads else None
-    sort = tuple(a.path for a in args if _norm(a.key) in _SORT) if reads else ()
-    direction = tuple(a.path for a in args if _norm(a.key) in _DIRECTION) if reads else ()
+    page = next((a.path for a in args if norm(a.key) in _PAGE), None) if reads else None
+    sort = tuple(a.path for a in args if norm(a.key) in _SORT) if reads else ()
+    direction = tuple(a.path for a in args if norm(a.key) in _DIRECTION) if reads else ()
     plans[tool.name] = ToolPlan(
       kind,
       entity,

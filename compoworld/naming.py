@@ -68,6 +68,12 @@ def tokens(name: str) -> list[str]:
   return [w.lower() for w in _WORD.findall(name)]
 
 
+def norm(name: str) -> str:
+  """An identifier as lower snake case words, to compare names across conventions
+  (``startDateTime`` and ``start_date_time``)."""
+  return "_".join(tokens(name))
+
+
 def slug(text: str) -> str:
   """A service or field name: lower snake case, an identifier without ``__``."""
   out = "_".join(tokens(text)) or "x"

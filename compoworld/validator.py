@@ -44,6 +44,7 @@ from compoworld.naming import (
   is_paging,
   is_query,
   leaf_args,
+  norm,
   parent_ref,
   role_of,
   singular,
@@ -227,7 +228,7 @@ class Validator:
           self.expect(name, args, "boundary", 400)
         else:
           self.call(self.base.fork(), name, args)
-    limit = next((p for p in schema.get("properties", {}) if _norm(p) in _PAGE_SIZE), None)
+    limit = next((p for p in schema.get("properties", {}) if norm(p) in _PAGE_SIZE), None)
     if limit is not None and role.kind in ("list", "search") and valid is not None:
       args = _set(valid, (limit,), 1)
       if is_valid(args, schema):
@@ -253,16 +254,14 @@ class Validator:
     for (entity, kind), creates in by_kind.items():
       if kind != "create":
         continue
-      # a record reads back through a get tool, or else through a list of its entity
-      gets = by_kind.get((entity, "get"), []) or by_kind.get((entity, "list"), [])
+      gets = self._readers(entity, suspect)
       for create in creates:
         try:
           self._round_trip(entity, create, gets, by_kind)
         except _Failed as failed:
           failures.setdefault(failed.failure.tool, failed.failure)
     for (entity, kind), updates in by_kind.items():
-      known = self.ids(entity)
-      gets = by_kind.get((entity, "get"), []) or by_kind.get((entity, "list"), [])
+      known, gets = self.ids(entity), self._readers(entity, suspect)
       if kind != "update" or (entity, "create") in by_kind or not known or not gets:
         continue
       for update in updates:  # no create to start from: update a seeded record
@@ -360,27 +359,27 @@ class Validator:
     out = self.call(svc, update, uargs)
     if not out["ok"]:
       return
-    named = {_norm(t.field) for key in _keys(uargs) for t in targets(key, reads=False)}
-    readings = {_norm(t.field) for t in targets(target, reads=False)}
+    named = {norm(t.field) for key in _keys(uargs) for t in targets(key, reads=False)}
+    readings = {norm(t.field) for t in targets(target, reads=False)}
     for get in gets:
       got = self._read(svc, get, new_id)
       if got is None or not got["ok"]:
         continue
       old, new = _record_in(before[get]["data"], new_id), _record_in(got["data"], new_id)
-      shown = isinstance(fresh, str) or any(_norm(k) in readings for k in old or {})
+      shown = isinstance(fresh, str) or any(norm(k) in readings for k in old or {})
       if not shown:
         continue  # a number the record keeps in another form (minutes as an end time)
       if str(fresh) not in {str(v) for v in _values(got["data"])}:
         raise _Failed(Failure(update, "update_get", uargs, f"{get} shows {fresh!r}", got["data"]))
       if old is None or new is None:
         continue  # the read shows something else about the record
-      if not any(_norm(k) in readings and v == fresh for k, v in new.items()):
+      if not any(norm(k) in readings and v == fresh for k, v in new.items()):
         raise _Failed(
           Failure(update, "update_fields", uargs, f"{target!r} sets a field it names", new)
         )
       added = sorted(set(new) - set(old))
       changed = [k for k in old if k in new and new[k] != old[k] and not _clock(k)]
-      stray = [k for k in changed if _norm(k) not in named]
+      stray = [k for k in changed if norm(k) not in named]
       if added or stray:
         got_fields = {"new fields": added, "changed fields no argument names": stray}
         raise _Failed(
@@ -437,16 +436,13 @@ class Validator:
     items = [
       a
       for a in leaf_args(self.tools[name].input_schema)
-      if a.path not in refs and singular(_norm(a.key)) in (role.entity, f"{role.entity}_id")
+      if a.path not in refs and singular(norm(a.key)) in (role.entity, f"{role.entity}_id")
     ]
     parent = parent_ref(name, role.refs)
     if not items or parent is None:
       return
     path, entity = parent[0].path, parent[1]
-    gets = [n for n, r in self.roles.items() if r.entity == entity and r.kind == "get"] or [
-      n for n, r in self.roles.items() if r.entity == entity and r.kind == "list"
-    ]
-    known, args = self.ids(entity), self.valid_args(name)
+    gets, known, args = self._readers(entity), self.ids(entity), self.valid_args(name)
     if not known or not gets or args is None:
       return
     item = items[0]
@@ -463,6 +459,19 @@ class Validator:
       got = self._read(svc, get, known[0])
       if got is not None and got["ok"] and not added <= {str(v) for v in _values(got["data"])}:
         raise _Failed(Failure(name, "relation_add", args, f"{get} shows {fresh!r}", got["data"]))
+
+  def _readers(self, entity: str, suspect: Iterable[str] = ()) -> list[str]:
+    """The tools a record of ``entity`` reads back through: its get tools, else its lists
+    (``suspect`` ones, which failed a check, left out)."""
+    for kind in ("get", "list"):
+      found = [
+        n
+        for n, r in self.roles.items()
+        if r.entity == entity and r.kind == kind and n not in suspect
+      ]
+      if found:
+        return found
+    return []
 
   def _schema_at(self, name: str, path: tuple[str, ...]) -> dict[str, Any]:
     return next((a.schema for a in leaf_args(self.tools[name].input_schema) if a.path == path), {})
@@ -506,10 +515,6 @@ class Validator:
       if name in names:
         failures.setdefault(name, failure)
     return failures
-
-
-def _norm(name: str) -> str:
-  return "_".join(tokens(name))
 
 
 def _clock(key: str) -> bool:
