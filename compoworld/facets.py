@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from compoworld.ports import is_shared
 
 if TYPE_CHECKING:
-  from compoworld.authoring import AuthorContext
+  from compoworld.author_context import AuthorContext
 
 
 @dataclasses.dataclass

@@ -32,6 +32,8 @@ import ml_collections
 import numpy as np
 from tqdm import tqdm
 
+from rl.sft_steps import make_optimizer, make_train_step
+
 #: Ids below this are left out of copy rows (the tokenizer's pad, unk, bos and eos).
 FIRST_ID = 4
 
@@ -151,11 +153,9 @@ def plot_stage(path, points: list[dict[str, float]]) -> str:
 def row_trainer(graphdef, params, rest, tx, schedule, aux_loss_coef: float):
   """A fresh train state on ``params``/``rest`` with ``tx``'s moments, and the jitted SFT step
   (one micro-batch) that trains it on rows."""
-  from rl import sft  # sft imports this module
-
   state = {"step": jnp.zeros((), jnp.int32), "params": params, "rest": rest}
   state["opt_state"] = tx.init(params)
-  step = sft.make_train_step(graphdef, tx, schedule, grad_accum=1, aux_loss_coef=aux_loss_coef)
+  step = make_train_step(graphdef, tx, schedule, grad_accum=1, aux_loss_coef=aux_loss_coef)
   return state, jax.jit(step)
 
 
@@ -172,12 +172,10 @@ def copy_stage(
   ``params``/``rest`` (its ``step`` and ``opt_state`` untouched, so SFT starts fresh) and the
   recorded points (step, block size, accuracy, loss). ``shard`` places a host batch (SFT's
   ``shard_batch`` over its mesh)."""
-  from rl import sft  # sft imports this module
-
   copy = stage_config(config.copy)
   stage = ml_collections.ConfigDict(config.to_dict())
   stage.optim.lr, stage.optim.warmup_steps = copy.lr, copy.warmup_steps
-  tx, schedule = sft.make_optimizer(stage, copy.steps)
+  tx, schedule = make_optimizer(stage, copy.steps)
   inner, step = row_trainer(graphdef, state["params"], state["rest"], tx, schedule, aux_loss_coef)
   rng = np.random.default_rng(copy.seed)
   points, start = [], time.time()

@@ -38,15 +38,8 @@ from compoworld.trajectories import SFT_FILE, TRAJECTORIES_FILE, collect_traject
 from rl.decoding import DECODINGS
 from rl.decoding import check_decodings as check_named
 from rl.policy import POLICY_DIR
-
-STAGES = ("library", "tasks", "split", "trajectories", "sft", "grpo", "eval")
-#: The policies evaluated, in order.
-POLICIES = ("before_sft", "after_sft", "after_grpo")
-
-
-def eval_name(policy: str, decoding: str) -> str:
-  """The evaluation of ``policy`` under ``decoding``: its key in summaries and its folder."""
-  return policy if decoding == "free" else f"{policy}+{decoding}"
+from rl.report import write_report
+from rl.stages import POLICIES, STAGES, eval_name
 
 
 def check_decodings(decodings) -> tuple[str, ...]:
@@ -248,7 +241,6 @@ def run(
 ) -> dict[str, Any]:
   """Runs ``stages`` of the pipeline in ``workdir``; writes ``summary.json``, ``report.md`` and
   the plots there and returns the summary."""
-  from rl.report import write_report
 
   unknown = sorted(set(stages) - set(STAGES))
   if unknown:

@@ -11,7 +11,9 @@ from typing import Any
 from compoworld.episode import Trajectory, render_transcript
 from compoworld.rubric import VerifyResult
 from compoworld.tasks import load_tasks
+from rl.decoding import DECODINGS
 from rl.plots import Curve, line_plot
+from rl.stages import POLICIES, STAGES, eval_name
 
 #: Evaluation rows in table order, with what each one is.
 ROWS = {
@@ -24,8 +26,6 @@ _COLUMNS = ("tasks", "pass_rate", "rubric_score", "tool_error_rate", "mean_turns
 
 
 def _stage_order(name: str) -> int:
-  from rl.pipeline import DECODINGS, POLICIES, STAGES, eval_name
-
   evals = [f"eval {eval_name(p, d)}" for p in POLICIES for d in DECODINGS]
   order = [s for s in STAGES if s != "eval"] + evals + ["report"]
   return order.index(name) if name in order else len(order)
@@ -34,8 +34,6 @@ def _stage_order(name: str) -> int:
 def _rows(evaluations: dict[str, Any]) -> list[tuple[str, str]]:
   """(key, label) of the evaluations present, in table order: each policy, then the same
   policy under each other decoding."""
-  from rl.pipeline import DECODINGS, eval_name
-
   rows = []
   for n, label in ROWS.items():
     for d in ["free"] if n == "oracle" else DECODINGS:

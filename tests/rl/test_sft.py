@@ -12,7 +12,7 @@ from flax import nnx
 
 import models
 from configs.sft import get_config
-from rl import sft
+from rl import sft, sft_steps
 from tests.rl.fake_devices import run_script
 
 TINY = {"num_layers": 2, "full_attention_interval": 2, "deltanet_chunk": 16, "moe_backend": "sort"}
@@ -492,7 +492,7 @@ def test_training_starts_from_imported_weights(tmp_path, run_files, hf_checkpoin
   first = next(iter(sft_dataset(train_set, ChatRenderer(tokenizer, ()), data)))
   graphdef, params, rest = nnx.split(imported, nnx.Param, ...)
   batch = {k: jnp.asarray(v) for k, v in first.items()}
-  _, nll, _, _ = sft._losses(graphdef, params, rest, batch, loss_chunk=-1)
+  _, nll, _, _ = sft_steps._losses(graphdef, params, rest, batch, loss_chunk=-1)
   expected = float(nll) / float(first["loss_mask"].sum())
   assert np.isfinite(summary["initial_loss"])
   np.testing.assert_allclose(summary["initial_loss"], expected, rtol=1e-4)
