@@ -7,8 +7,10 @@ generic ones, read off its plans: for each entity field whose port kind is share
   Sink     a record created with the value in that field (create tool); the check finds it
   Revisit  the field read, changed with the incoming value (update tool), and read again
 
-Only deterministic tools are used. Records are named by id in the instruction, which is how an
-agent would find them through the get tool.
+Records are named by id in the instruction, which is how an agent would find them through the
+get tool. Besides deterministic tools, a simulated read of the world outside whose output schema
+has a field of a shared kind (``get_exchange_rate`` → ``rate``) is a Source too: the instruction
+states its arguments, and the offline world model answers a read the same way all episode.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from compoworld.naming import tokens
 from compoworld.ports import is_shared
 from compoworld.rubric import exists, record_is, where
 from compoworld.schema_values import example, is_valid
+from compoworld.specs import McpTool
 
 #: Kinds whose values a compiled field can take from, and hand to, other services.
 _KINDS = (
@@ -78,6 +81,15 @@ _A_SOUNDS = ("use", "usu", "uni", "uri", "url", "eu", "one", "once")
 _AN_SOUNDS = ("hour", "honest", "honor", "honour", "heir", "sms", "html", "http", "xml", "mri")
 
 
+def field_words(name: str, service: str) -> str:
+  """A field or entity name as words of a sentence: ``hs_email`` of HubSpot → ``email``,
+  ``firstName`` → ``first name``."""
+  words = tokens(name)
+  if len(words) > 1 and _prefix_of(words[0], service):
+    words = words[1:]
+  return " ".join(words) or name
+
+
 def _article(noun: str) -> str:
   """``a`` or ``an`` before ``noun``, by its sound (an email, a user, an hour)."""
   low = noun.lower()
@@ -116,12 +128,7 @@ class _Entity:
     return out
 
   def words(self, name: str) -> str:
-    """A field or entity name as words of a sentence: ``hs_email`` of HubSpot → ``email``,
-    ``firstName`` → ``first name``."""
-    words = tokens(name)
-    if len(words) > 1 and _prefix_of(words[0], self.service):
-      words = words[1:]
-    return " ".join(words) or name
+    return field_words(name, self.service)
 
   def noun(self, record_id: Any) -> str:
     return f"{self.thing} {record_id} in {self.display}"
@@ -272,10 +279,67 @@ def _revisit(e: _Entity, tool: str, path: Path, field: str, kind: str) -> Revisi
   return Revisit(e.service, kind, kind, kind, f"revisit_{tool}_{field}", first, change, second)
 
 
+def _render(args: dict[str, Any], words) -> str:
+  """Scalar arguments as a person would say them: "amount 100, base USD and quote EUR"."""
+  said = [f"{words(k)} {_label(v)}" for k, v in args.items()]
+  return ", ".join(said[:-1]) + f" and {said[-1]}" if len(said) > 1 else "".join(said)
+
+
+def _outside(cls: type[CompiledService], tool: McpTool, field: str, kind: str):
+  """A Source from a simulated read of the world outside (``get_exchange_rate``): the author
+  calls it with arguments the instruction states, and the agent, calling it the same way, gets
+  the same answer (``world_model.OfflineSimulator`` answers reads by seed and call)."""
+  display = display_name(cls.service_spec.title, cls.name)
+  thing = " ".join(tokens(tool.name))
+
+  def words(name: str) -> str:
+    return field_words(name, cls.name)
+
+  def fn(ctx: AuthorContext) -> Found:
+    args = example(tool.input_schema, random.Random(ctx.rng.getrandbits(64)))
+    scalar = all(
+      isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in args.values()
+    )
+    if not args or not scalar or not is_valid(args, tool.input_schema):
+      raise AuthoringError("value_does_not_fit", f"{cls.name}.{tool.name}")
+    got = ctx.call(cls.name, tool.name, **args)
+    value = got.get(field) if isinstance(got, dict) else None
+    if value in (None, "") or isinstance(value, (dict, list, bool)):
+      raise AuthoringError("source_value_missing", f"{cls.name}.{tool.name}")
+    said = _render(args, words)
+    return Found(
+      kind, f"the {words(field)} that {thing} in {display} gives for {said}", [_value(value)]
+    )
+
+  fn.__name__ = f"{tool.name}_{field}"
+  return fn
+
+
+def _outside_reads(cls: type[CompiledService]) -> list[tuple[McpTool, str, str]]:
+  """(tool, output field, kind) of each simulated read whose output schema has a scalar field
+  of a shared kind."""
+  found = []
+  for tool in cls.service_spec.tools:
+    plan, runtime = cls.plans.get(tool.name), cls.tools.get(tool.name)
+    if plan is None or plan.kind != "compute" or runtime is None or runtime.mutates:
+      continue
+    if cls.statuses[tool.name]["status"] != "simulated" or not tool.output_schema:
+      continue
+    for field, schema in tool.output_schema.get("properties", {}).items():
+      kind = port_of(field, schema)
+      scalar = schema.get("type") in ("string", "number", "integer") and "enum" not in schema
+      if kind in _KINDS and is_shared(kind) and scalar:
+        found.append((tool, field, kind))
+  return found
+
+
 def register_facets(services: Iterable[type[CompiledService]], reg: FacetRegistry = facets) -> dict:
   """Adds the generic facets of compiled ``services`` to ``reg``; returns what was added."""
   added = {"sources": 0, "sinks": 0, "revisits": 0}
   for cls in services:
+    for tool, field, kind in _outside_reads(cls):
+      reg.source(cls.name, kind)(_outside(cls, tool, field, kind))
+      added["sources"] += 1
     for plan in cls.entities.values():
       e = _Entity(cls, plan)
       for field, kind in e.kinds().items():

@@ -10,7 +10,7 @@ tool, arguments, model), so a run replays deterministically.
 
 With no endpoint, ``OfflineSimulator`` answers from the spec alone: an observation that conforms
 to the tool's output schema and, for a write on a compiled service, a typed patch (the record its
-arguments describe), deterministic in the state's hash and the call.
+arguments describe), deterministic in the state's hash (for reads, its seed) and the call.
 
 Patch format: ``{"<collection>": {"insert": [record, ...], "update": [{"id": ..., "fields":
 {...}}, ...], "delete": [id, ...]}}``.
@@ -141,8 +141,10 @@ class OfflineSimulator:
   simulated and carries a result made up from the call); a tool that writes, on a compiled
   service whose plan names a table of its records, inserts the record its arguments describe or
   updates the one its id argument names. The patch goes through the same checks as an LLM's
-  (``check_patch``): one the typed records refuse becomes no change. Answers depend on the
-  state's hash and the call alone, and are cached on them, so a replay answers the same.
+  (``check_patch``): one the typed records refuse becomes no change. A write's answer depends on
+  the state's hash and the call alone, a read's on the state's seed and the call (what lies
+  outside does not change within an episode), and both are cached on that, so a replay, or a
+  task that reads the same outside value its author read, gets the same answer.
   """
 
   def __init__(self, max_cached: int = 4096):
@@ -151,9 +153,10 @@ class OfflineSimulator:
 
   def simulate(self, svc: Any, tool: McpTool, arguments: dict[str, Any]) -> Any:
     mutates = svc.tools[tool.name].mutates
-    key = json.dumps(
-      [svc.name, svc.state.content_hash(), tool.name, arguments], sort_keys=True, default=str
-    )
+    # a read of the world outside (a rate, a forecast) answers the same all episode, whatever
+    # the agent writes meanwhile; a write's answer depends on the state it changes
+    world = svc.state.content_hash() if mutates else f"seed:{svc.state.seed}"
+    key = json.dumps([svc.name, world, tool.name, arguments], sort_keys=True, default=str)
     answer = self._cache.get(key)
     if answer is None:
       answer = self._answer(svc, tool, arguments, mutates, key)

@@ -144,3 +144,50 @@ def test_instructions_over_compiled_corpus_services_read_well(tmp_path, monkeypa
     assert not re.search(r"\bmcp\b", text, re.IGNORECASE), text  # software words, not names
     assert not any(re.search(rf"\b{re.escape(n)}\b", text) for n in used if "_" in n), text
     assert not any(re.search(rf"\b{re.escape(f)}\b", text) for f in raw_fields), text
+
+
+def test_a_simulated_read_of_the_outside_is_a_source_that_answers_the_same_all_episode(monkeypatch):
+  import random
+
+  from compoworld.authoring import AuthorContext
+  from compoworld.compiled_facets import register_facets
+  from compoworld.compiler import compile_service
+  from compoworld.env import ComposedEnv
+  from compoworld.specs import McpTool, ServiceSpec
+
+  def tool(name, props, **extra):
+    schema = {"type": "object", "properties": props, "required": list(props)}
+    return McpTool(name=name, input_schema=schema, **extra)
+
+  text = {"type": "string"}
+  amount = {"type": "object", "properties": {"converted_amount": {"type": "number"}}}
+  spec = ServiceSpec(
+    name="fx_rates",
+    source="test",
+    server="fx-rates",
+    title="FX Rates MCP",
+    domain="finance",
+    tools=(
+      tool("convert_currency", {"amount": {"type": "number"}, "base": text, "quote": text},
+           output_schema=amount),
+      tool("create_note", {"title": text}),
+    ),
+  )  # fmt: skip
+  cls = compile_service(spec)
+  assert cls.statuses["convert_currency"]["status"] == "simulated"
+  reg = _own_registry(monkeypatch)
+  reg.register(cls)
+  freg = FacetRegistry(providers=())
+  assert register_facets([cls], freg)["sources"] >= 1
+  [source] = freg.sources[("fx_rates", "money")]
+
+  env = ComposedEnv.from_services(["fx_rates"], seed=3)
+  ctx = AuthorContext(env, random.Random(0))
+  found = source.fn(ctx)
+  assert found.noun.startswith("the converted amount that convert currency in FX Rates gives for")
+  [call] = ctx.calls
+  # the agent writes something first, then asks the same question: the same answer
+  agent = ComposedEnv.from_services(["fx_rates"], seed=3)
+  assert agent.call_tool("fx_rates", "create_note", {"title": "t"})["ok"]
+  again = agent.call_tool("fx_rates", "convert_currency", call.arguments)
+  assert again["ok"] and again["data"]["converted_amount"] == found.values[0].value
