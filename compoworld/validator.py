@@ -56,6 +56,8 @@ from compoworld.service import Service
 from compoworld.specs import McpTool
 
 _MISSING_STR, _MISSING_INT = "zz_missing_9f3e", 987_654_321
+#: Words of arguments that carry credentials, not record data: never the field an update checks.
+_CREDENTIALS = {"token", "secret", "password", "apikey", "auth", "credential", "credentials"}
 #: Arguments that bound how many records a list answers.
 _PAGE_SIZE = {"limit", "page_size", "pagesize", "per_page", "perpage", "max_results", "maxresults"}
 #: How the runtime words a refusal of the arguments themselves (a business rule's 400 is not one).
@@ -340,18 +342,21 @@ class Validator:
     if uargs is None or role.id_arg is None:
       return
     uargs = _set(uargs, role.id_arg.path, _typed(new_id, role.id_arg.schema))
-    # the argument to change: a plain string if there is one, else a number
-    props = tool.input_schema.get("properties", {})
+    # the argument to change (nested ones too: ``properties.name``): a plain string if there is
+    # one, else a number
     chosen = [
-      (p, fresh)
-      for p, sub in props.items()
-      if p != role.id_arg.path[0] and (fresh := _fresh_value(sub)) is not None
+      (arg.path, fresh)
+      for arg in leaf_args(tool.input_schema)
+      if arg.path != role.id_arg.path
+      and not set(tokens(arg.key)) & _CREDENTIALS
+      and (fresh := _fresh_value(arg.schema)) is not None
     ]
     chosen.sort(key=lambda pair: not isinstance(pair[1], str))
     if not chosen:
       return
-    target, fresh = chosen[0]
-    uargs = _set(uargs, (target,), fresh)
+    path, fresh = chosen[0]
+    target = path[-1]
+    uargs = _set(uargs, path, fresh)
     if not is_valid(uargs, tool.input_schema):
       return
     before = {get: self._read(svc, get, new_id) for get in gets}
@@ -359,8 +364,8 @@ class Validator:
     out = self.call(svc, update, uargs)
     if not out["ok"]:
       return
-    named = {norm(t.field) for key in _keys(uargs) for t in targets(key, reads=False)}
-    readings = {norm(t.field) for t in targets(target, reads=False)}
+    named = {norm(t.field) for key in _names(uargs) for t in targets(key, reads=False)}
+    readings = {norm(t.field) for key in _names(_set({}, path, 0)) for t in targets(key, False)}
     for get in gets:
       got = self._read(svc, get, new_id)
       if got is None or not got["ok"]:
@@ -523,11 +528,17 @@ def _clock(key: str) -> bool:
   return bool(words & {"updated", "modified", "version", "etag", "revision"}) or key.endswith("_at")
 
 
-def _keys(data: Any) -> list[str]:
-  """Every key of a JSON object, nested ones included."""
-  if isinstance(data, dict):
-    return [k for k, v in data.items() for k in (k, *_keys(v))]
-  return []
+def _names(data: Any, parent: str = "") -> list[str]:
+  """The names a record may keep an argument's value under: every key of a JSON object, nested
+  ones also qualified by their parent (``end.dateTime`` → ``end_dateTime``), as the compiler
+  names fields whose plain names collide."""
+  if not isinstance(data, dict):
+    return []
+  out = []
+  for key, value in data.items():
+    out += [key, f"{parent}_{key}"] if parent else [key]
+    out += _names(value, key)
+  return out
 
 
 def _record_in(data: Any, record_id: Any) -> dict[str, Any] | None:
