@@ -12,7 +12,8 @@ from flax import nnx
 
 import models
 from configs.sft import get_config
-from rl import sft, sft_steps
+from rl import sft, sft_data, sft_steps
+from rl.chat import SPECIAL_TOKENS
 from tests.rl.fake_devices import run_script
 
 TINY = {"num_layers": 2, "full_attention_interval": 2, "deltanet_chunk": 16, "moe_backend": "sort"}
@@ -488,7 +489,7 @@ def test_training_starts_from_imported_weights(tmp_path, run_files, hf_checkpoin
   # The run's first loss is the imported model's loss on its first batch, then it falls.
   summary = sft.train(config, tmp_path / "run", tools=())
   train_set, _ = sft.load_sft_set(config, tmp_path / "run")
-  data = sft._data_config(config, epochs=config.data.num_epochs, train=True)
+  data = sft_data.data_config(config, epochs=config.data.num_epochs, train=True)
   first = next(iter(sft_dataset(train_set, ChatRenderer(tokenizer, ()), data)))
   graphdef, params, rest = nnx.split(imported, nnx.Param, ...)
   batch = {k: jnp.asarray(v) for k, v in first.items()}
@@ -543,7 +544,7 @@ def test_an_attention_only_model_saves_and_restores(tmp_path):
     )
     assert any(x.size == 0 for x in jax.tree.leaves(nnx.state(model)))
     tok = SentencePieceTokenizer.train(
-      ["<tool_call> call_tool list_services " * 50, "hello world 123"], 300, sft.SPECIAL_TOKENS
+      ["<tool_call> call_tool list_services " * 50, "hello world 123"], 300, SPECIAL_TOKENS
     )
     save_policy(tmp_path, model, tok, 3)
     loaded, _, path = load_policy_parts(tmp_path)
