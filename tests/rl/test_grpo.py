@@ -510,8 +510,8 @@ def test_regroup_renumbers_the_kept_groups():
 @pytest.mark.slow  # one short run
 def test_oversampled_steps_train_on_the_groups_with_signal(tmp_path, init_policy, tasks):
   """The wiring: 4 groups played, 2 trained, both shares reported. (The scripted engine's groups
-  all hold a spread under the uniform reward; which groups are kept is
-  `test_keep_groups_prefers_a_reward_spread_in_sampled_order`'s.)"""
+  all hold a spread under the uniform reward; that the spread ones are kept is
+  `test_oversampling_trains_on_the_groups_that_carry_a_signal`'s.)"""
   config = run_config(
     init_policy, num_steps=2, **{"data.oversample": 2, "eval.every": 0, "reward.name": "uniform"}
   )
@@ -521,6 +521,38 @@ def test_oversampled_steps_train_on_the_groups_with_signal(tmp_path, init_policy
   for s_, u in zip(sampled, update, strict=True):  # 4 sampled groups, 2 kept
     assert u == min(1.0, 2 * s_)
   assert summary["final"]["sampled_groups"] == 4
+
+
+class HalfSpreadEngine(ScriptedEngine):
+  """The scripted conversations, with outcomes set per group: the rollouts of every second task
+  alternate between passing every criterion and passing none (a reward spread), the others all
+  fail (none): half the sampled groups carry a signal, and which half is known."""
+
+  def run(self, tasks, *, seed, state=None):
+    rollouts = super().run(tasks, seed=seed, state=state)
+    n = self.config.num_rollouts
+    for i, r in enumerate(rollouts):
+      spread = (i // n) % 2 == 1
+      r.passed = np.full(len(r.passed), spread and i % 2 == 0)
+    return rollouts
+
+
+def test_oversampling_trains_on_the_groups_that_carry_a_signal(tmp_path, init_policy, tasks):
+  config = run_config(
+    init_policy, num_steps=2, **{"data.oversample": 2, "eval.every": 0, "reward.name": "binary"}
+  )
+  engines = []
+
+  def factory(*args, **kwargs):
+    engines.append(HalfSpreadEngine(*args, **kwargs))
+    return engines[-1]
+
+  summary = grpo.train(config, tmp_path, engine_factory=factory, tasks=tasks)
+  # 4 groups played a step, 2 of them with a spread: the 2 trained are those 2
+  assert summary["groups_with_signal"] == [0.5, 0.5]
+  assert summary["update_groups_with_signal"] == [1.0, 1.0]
+  played = [ids for engine in engines for ids, _ in engine.calls]
+  assert all(len(ids) == 4 for ids in played)
 
 
 def test_bad_coupling_is_rejected_before_anything_runs(tmp_path):
