@@ -2,10 +2,9 @@
 
 A compiled service is an ordinary ``Service`` subclass whose state model and tools were built
 from a ``ServiceSpec`` by ``compoworld.compiler``. Each tool carries a ``ToolPlan`` saying what it
-does (create, get, list, search, lookup, update, delete, a state action, a computed read, or a
-world-model simulation, or adding items to a parent's list) and which argument paths feed which
-record fields; the functions here
-carry it out over the typed state, raising the runtime's errors (404 for unknown ids, 409 for a
+does (create, get, list, search, lookup, update, delete, a state action, adding items to a
+parent's list, or a world-model simulation) and which argument paths feed which record fields;
+the functions here carry it out over the typed state, raising the runtime's errors (404 for unknown ids, 409 for a
 taken id) so that calls keep the contract of hand-written services.
 """
 
@@ -22,6 +21,7 @@ from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 from compoworld.envelope import Conflict, NotFound
+from compoworld.naming import norm, schema_at
 from compoworld.query import text_matches
 from compoworld.schema_values import example
 from compoworld.service import Service
@@ -65,7 +65,6 @@ class EntityPlan:
   refs: dict[str, str]  # field → entity its values name by id
   status: bool  # has a workflow ``status`` that state actions move
   stamps: tuple[str, ...] = ()  # logical-time fields the compiler added (created_at, updated_at)
-  described: bool = True  # False: the spec names none of its fields (a placeholder ``name``)
 
   def key(self, value: Any) -> str:
     return str(value)
@@ -299,8 +298,9 @@ def _search(svc, tool, plan, entity, args, filters):
   offset = _count(get_path(args, plan.offset)) if plan.offset else None
   page = _count(get_path(args, plan.page)) if plan.page else None
   if page and offset is None:  # pages of `limit` records (the limit's default, else 20)
-    offset = (page - 1) * (limit or _count(_default(tool, plan.limit)) or 20)
-    limit = limit or _count(_default(tool, plan.limit)) or 20
+    default = schema_at(tool.input_schema, plan.limit).get("default") if plan.limit else None
+    limit = limit or _count(default) or 20
+    offset = (page - 1) * limit
   start = offset or 0
   stop = start + limit if limit else None
   return {"items": [entity.show(r) for r in hits[start:stop]], "total": len(hits)}
@@ -311,13 +311,6 @@ def _count(value: Any) -> int | None:
   if isinstance(value, float) and value.is_integer():
     value = int(value)
   return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def _default(tool: McpTool, path: Path | None) -> Any:
-  node: Any = tool.input_schema
-  for part in path or ():
-    node = node.get("properties", {}).get(part, {}) if isinstance(node, dict) else {}
-  return node.get("default") if isinstance(node, dict) else None
 
 
 def _sorted(hits: list[Record], entity: EntityPlan, plan: ToolPlan, args: dict[str, Any]):
@@ -344,9 +337,12 @@ def _sorted(hits: list[Record], entity: EntityPlan, plan: ToolPlan, args: dict[s
     if isinstance(given, str) and given.lower() in directions:
       descending = given.lower().startswith("desc")
   fields = sorted(type(hits[0]).model_fields) if hits else []
-  key = next(
-    (f for f in fields for name in (words[0], f"{words[0]}_at") if _same(f, name)), None
-  ) if words else None  # fmt: skip
+
+  def squashed(name: str) -> str:  # startDateTime, start_datetime and start_date_time alike
+    return norm(name).replace("_", "")
+
+  names = {squashed(words[0]), squashed(f"{words[0]}_at")} if words else set()
+  key = next((f for f in fields if squashed(f) in names), None)
   if key is None:
     return hits
   present = [r for r in hits if getattr(r, key) is not None]
@@ -355,10 +351,6 @@ def _sorted(hits: list[Record], entity: EntityPlan, plan: ToolPlan, args: dict[s
   except TypeError:  # values of mixed types have no order
     return hits
   return present + [r for r in hits if getattr(r, key) is None]
-
-
-def _same(field: str, name: str) -> bool:
-  return field.lower().replace("_", "") == name.lower().replace("_", "")
 
 
 def _seeded(svc: CompiledService, tool: McpTool, args: dict[str, Any]) -> random.Random:

@@ -334,7 +334,7 @@ def infer(
       plans[tool.name] = ToolPlan("simulate", role.entity, None, (), ())
       continue
     if role.kind == "compute":
-      plans[tool.name] = ToolPlan("compute", role.entity, None, (), ())
+      plans[tool.name] = ToolPlan("compute", role.entity, None, (), (), why=_UNDERIVABLE)
       continue
     if tool.name in relations:
       (parent_arg, parent), item, op = relations[tool.name]
@@ -431,13 +431,13 @@ def infer(
       refs={f: t for f, t in refs.get(name, {}).items() if f in entity_fields},
       status=status[name],
       stamps=tuple(s for s in ("created_at", "updated_at") if s not in entity_fields),
-      described=name not in bare,
     )
   for name, plan in plans.items():
     # reading records whose contents the spec never names (``get_current_time``) is no lookup
     # in the state: its answer is made up, so it is simulated
-    if plan.entity in bare and plan.kind in ("get", "list", "search", "lookup"):
-      plans[name] = ToolPlan("compute", plan.entity, None, (), ())
+    reads = plan.kind in ("get", "list", "search", "lookup")
+    if plan.entity in bare and (reads or plan.why == _UNDERIVABLE):
+      plans[name] = ToolPlan("compute", plan.entity, None, (), (), why=_UNDESCRIBED)
   return entities, plans
 
 
@@ -491,9 +491,7 @@ def compile_service(
     elif tool.external:
       statuses[tool.name] = {"status": "simulated", "reason": f"external effect: {tool.external}"}
     elif plan.kind == "compute":
-      described = plan.entity not in entities or entities[plan.entity].described
-      reason = plan.why or (_UNDERIVABLE if described else _UNDESCRIBED)
-      statuses[tool.name] = {"status": "simulated", "reason": reason}
+      statuses[tool.name] = {"status": "simulated", "reason": plan.why}
     else:
       statuses[tool.name] = {"status": "deterministic", "reason": ""}
     if plan.kind == "simulate":

@@ -207,6 +207,11 @@ def leaf_args(schema: dict[str, Any], max_depth: int = 4) -> Iterator[Arg]:
   yield from walk(schema, (), True)
 
 
+def schema_at(schema: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+  """The JSON Schema of the argument at ``path`` (``{}`` where the schema does not say)."""
+  return next((a.schema for a in leaf_args(schema) if a.path == path), {})
+
+
 def _same_entity(named: str, entity: str) -> bool:
   """``message_id`` names the record of ``get_chat_message``; ``chat_id`` only its parent."""
   return named == entity or entity.endswith(f"_{named}")

@@ -47,6 +47,7 @@ from compoworld.naming import (
   norm,
   parent_ref,
   role_of,
+  schema_at,
   singular,
   targets,
   tokens,
@@ -288,6 +289,7 @@ class Validator:
     role = self.roles[create]
     links = {a.path for a, _ in role.refs} | ({role.id_arg.path} if role.id_arg else set())
     given = [v for v in _values(_without(args, links)) if isinstance(v, str) and len(v) > 2]
+    shown = None  # the new record as a read shows it, for the list filters
     for get in gets:
       before = self._read(self.base.fork(), get, new_id)
       if before is not None and before["ok"]:
@@ -299,6 +301,7 @@ class Validator:
         raise _Failed(
           Failure(create, "create_get", args, f"{get} finds the new record", _brief(got))
         )
+      shown = shown or _record_in(got["data"], new_id)
       seen = {str(v) for v in _values(got["data"])}
       # a read that shows the record (its id) must show what it was created with; one that
       # shows something else about it (its messages, its history) is not held to that
@@ -312,12 +315,7 @@ class Validator:
       got = self.call(svc, lister, largs)
       if got["ok"] and str(new_id) not in {str(v) for v in _values(got["data"])}:
         raise _Failed(Failure(lister, "list_after_create", largs, f"lists {new_id!r}", got["data"]))
-    shown = next(
-      (
-        r for g in gets if (r := _record_in((self._read(svc, g, new_id) or {}).get("data"), new_id))
-      ),
-      _record_in(out["data"], new_id),
-    )
+    shown = shown or _record_in(out["data"], new_id)
     for lister in by_kind.get((entity, "list"), []) + by_kind.get((entity, "search"), []):
       self._list_filter(svc, lister, new_id, shown)
     for update in by_kind.get((entity, "update"), []):
@@ -452,7 +450,8 @@ class Validator:
       return
     item = items[0]
     fresh = _fresh_item(item.schema)
-    args = _set(_set(args, item.path, fresh), path, _typed(known[0], self._schema_at(name, path)))
+    schema = self.tools[name].input_schema
+    args = _set(_set(args, item.path, fresh), path, _typed(known[0], schema_at(schema, path)))
     if not is_valid(args, self.tools[name].input_schema):
       return
     svc = self.base.fork()
@@ -477,9 +476,6 @@ class Validator:
       if found:
         return found
     return []
-
-  def _schema_at(self, name: str, path: tuple[str, ...]) -> dict[str, Any]:
-    return next((a.schema for a in leaf_args(self.tools[name].input_schema) if a.path == path), {})
 
   def _read(self, svc: Service, get: str, record_id: Any) -> dict[str, Any] | None:
     """The record read back: a get's answer, or the record as a list shows it (a 404 when the

@@ -35,7 +35,7 @@ _EXCLUDE = flags.DEFINE_string("exclude", None, "A corpus whose tool sets are dr
 
 async def list_tools(command: list[str], timeout: float) -> list[dict[str, Any]]:
   """The ``tools/list`` answer of the server that ``command`` starts, as plain dicts."""
-  from mcp import ClientSession, StdioServerParameters
+  from mcp import ClientSession, StdioServerParameters, types
   from mcp.client.stdio import stdio_client
 
   params = StdioServerParameters(command=command[0], args=command[1:])
@@ -43,13 +43,13 @@ async def list_tools(command: list[str], timeout: float) -> list[dict[str, Any]]
   async def ask():
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
       await session.initialize()
-      tools, cursor = [], None
+      tools, page_params = [], None
       while True:
-        page = await session.list_tools(cursor=cursor) if cursor else await session.list_tools()
+        page = await session.list_tools(params=page_params)
         tools += [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools]
-        cursor = getattr(page, "next_cursor", None) or getattr(page, "nextCursor", None)
-        if not cursor:
+        if not page.next_cursor:
           return tools
+        page_params = types.PaginatedRequestParams(cursor=page.next_cursor)
 
   return await asyncio.wait_for(ask(), timeout)
 
