@@ -36,6 +36,23 @@ def test_periodic_targets_are_the_id_a_block_back_and_only_after_the_first_block
     copying.periodic_rows(np.random.default_rng(0), batch=1, length=10, repeat=6, vocab=300)
 
 
+def test_recall_targets_are_the_values_stored_after_the_same_key():
+  rows = copying.recall_rows(np.random.default_rng(0), 3, 63, 3, 500)
+  pairs, width = 64 // 8, 4  # keys each followed by 3 value ids, stored then recalled
+  for tokens, targets, mask in zip(rows["tokens"], rows["targets"], rows["loss_mask"], strict=True):
+    stored = {
+      int(tokens[i]): list(tokens[i + 1 : i + width]) for i in range(0, pairs * width, width)
+    }
+    assert len(stored) == pairs and int(mask.sum()) == pairs * 3
+    recalled = {}
+    for t in np.flatnonzero(mask):  # target t is token t + 1: a value id after its key
+      key_at = pairs * width + ((t + 1 - pairs * width) // width) * width
+      recalled.setdefault(int(tokens[key_at]), []).append(int(targets[t]))
+    assert recalled == {k: [int(v) for v in vals] for k, vals in stored.items()}
+  with pytest.raises(ValueError, match="two key-value pairs"):
+    copying.recall_rows(np.random.default_rng(0), 1, 8, 3, 500)
+
+
 def test_the_block_doubles_once_a_step_copies_well_enough_up_to_the_max():
   assert copying.next_repeat(16, 0.5, 0.9, 256) == 16
   assert copying.next_repeat(16, 0.9, 0.9, 256) == 32
