@@ -129,6 +129,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         "shared_expert_dim": 128,
         "deltanet_chunk": 64,
         "moe_backend": "sort",
+        # A pointer into the context beside the LM head (models.copy_head).
+        "copy_head": False,
       }
     )
     c.tokenizer.vocab_size = 4096

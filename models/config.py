@@ -58,6 +58,11 @@ class ModelConfig:
   moe_groups: int = 0
   router_aux_loss_coef: float = 0.001  # weight of the load-balancing loss in the training loss
 
+  # A pointer into the context mixed with the LM head's softmax (`models.copy_head`); not part of
+  # Qwen3.5, off for imported checkpoints.
+  copy_head: bool = False
+  copy_head_dim: int = 64
+
   rms_norm_eps: float = 1e-6
   tie_embeddings: bool = False
   init_std: float = 0.02
@@ -71,6 +76,7 @@ class ModelConfig:
     positive += ("num_kv_heads", "head_dim", "linear_num_key_heads", "linear_num_value_heads")
     positive += ("linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel")
     positive += ("deltanet_chunk", "num_experts", "num_experts_per_tok", "expert_dim")
+    positive += ("copy_head_dim",)
     for name in positive:
       if getattr(self, name) <= 0:
         raise ValueError(f"{name} must be positive, got {getattr(self, name)}")

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from models.config import ModelConfig
+from models.copy_head import CopyHead, cached_pointer, mixture_logits
 from models.layers import RMSNorm
 from models.model import Cache, DecoderLayer, Transformer, embed, layer_context, lm_head
 from models.moe import DenseExperts, decode_dense
@@ -78,6 +79,7 @@ class Unrolled(NamedTuple):
   layers: tuple[dict[str, Any], ...]
   # Each layer's experts laid out for the dense path (`models.moe.dispatch_dense`), or None.
   dense_experts: tuple[DenseExperts, ...] | None = None
+  copy_head: dict[str, Any] | None = None  # the copy head's weights, when the model has one
 
 
 def unroll(model: Transformer, dense_experts: bool = False) -> Unrolled:
@@ -99,6 +101,7 @@ def unroll(model: Transformer, dense_experts: bool = False) -> Unrolled:
     final_norm=nnx.to_pure_dict(nnx.state(model.final_norm)),
     layers=layers,
     dense_experts=dense,
+    copy_head=nnx.to_pure_dict(nnx.state(model.copy_head)) if cfg.copy_head else None,
   )
 
 
@@ -106,8 +109,10 @@ _EXPERT_WEIGHTS = ("w_gate_edf", "w_up_edf", "w_down_efd")
 
 
 def unroll_cache(cache: Cache) -> tuple[Any, ...]:
-  """One cache per layer, in layer order (`ModelConfig.layer_kinds`; copies)."""
-  return _per_layer(cache.linear, cache.attention)
+  """One cache per layer, in layer order (`ModelConfig.layer_kinds`; copies), then the copy
+  head's when there is one."""
+  copy = (cache.copy,) if cache.copy is not None else ()
+  return _per_layer(cache.linear, cache.attention) + copy
 
 
 def _per_layer(linear: Any, attention: Any) -> tuple[Any, ...]:
@@ -122,7 +127,11 @@ def _per_layer(linear: Any, attention: Any) -> tuple[Any, ...]:
 
 
 def roll_cache(like: Cache, layers: tuple[Any, ...], lengths_b: jax.Array) -> Cache:
-  """The per-layer caches stacked back into `like`'s layout."""
+  """The per-layer caches (and the copy head's last, when `like` has one) stacked back into
+  `like`'s layout."""
+  copy = None
+  if like.copy is not None:
+    layers, copy = layers[:-1], layers[-1]
   blocks, per_block = jax.tree.leaves(like.linear)[0].shape[:2]
   step = per_block + 1
   attention = jax.tree.map(lambda *xs: jnp.stack(xs), *layers[per_block::step])
@@ -133,7 +142,7 @@ def roll_cache(like: Cache, layers: tuple[Any, ...], lengths_b: jax.Array) -> Ca
       lambda *xs: jnp.stack(xs).reshape(blocks, per_block, *xs[0].shape),
       *[layer for row in rows for layer in row],
     )
-  return Cache(linear=linear, attention=attention, lengths_b=lengths_b)
+  return Cache(linear=linear, attention=attention, lengths_b=lengths_b, copy=copy)
 
 
 def _module(make, pure: dict[str, Any]):
@@ -154,18 +163,29 @@ def forward_unrolled(
 ) -> tuple[jax.Array, tuple[Any, ...], jax.Array]:
   """`Transformer.forward` with a cache, on unrolled weights and caches: the T tokens continue
   each row at `lengths_b[b]`, `valid_bt` marks the real ones (a prefix of each row). Returns
-  the logits [B, T, V], the new caches and lengths."""
+  the logits [B, T, V], the new caches and lengths. With a copy head, `layer_caches` ends with
+  its cache (`unroll_cache`)."""
   t = tokens_bt.shape[1]
   ctx = layer_context(t, None, None, valid_bt, lengths_b)
   x_btd = embed(weights.embed_vd, tokens_bt, config)
   new_caches = []
   dense = weights.dense_experts or (None,) * len(weights.layers)
+  copy_cache = layer_caches[-1] if config.copy_head else None
+  layer_caches = layer_caches[: config.num_layers]
   layers = zip(config.layer_kinds(), weights.layers, dense, layer_caches, strict=True)
   for kind, pure, dense_experts, cache in layers:
     layer = _module(lambda kind=kind: DecoderLayer(config, kind, rngs=nnx.Rngs(0)), pure)
     x_btd, cache, _ = layer(x_btd, ctx, cache, dense_experts)
     new_caches.append(cache)
   norm = _module(lambda: RMSNorm(config.d_model, config, rngs=nnx.Rngs(0)), weights.final_norm)
-  logits_btv = lm_head(norm(x_btd).astype(config.compute_dtype), weights.head_dv)
+  h_btd = norm(x_btd).astype(config.compute_dtype)
+  logits_btv = lm_head(h_btd, weights.head_dv)
+  if config.copy_head:
+    head = _module(lambda: CopyHead(config, rngs=nnx.Rngs(0)), weights.copy_head)
+    pointer, copy_cache = cached_pointer(
+      head, h_btd, tokens_bt, copy_cache, ctx["positions"], lengths_b
+    )
+    logits_btv = mixture_logits(logits_btv, pointer)
+    new_caches.append(copy_cache)
   added_b = jnp.sum(valid_bt, axis=1, dtype=jnp.int32) if valid_bt is not None else t
   return logits_btv, tuple(new_caches), lengths_b + added_b

@@ -72,6 +72,11 @@ def config_from_hf(hf: dict[str, Any], **overrides: Any) -> ModelConfig:
 
 def config_to_hf(config: ModelConfig) -> dict[str, Any]:
   """A `qwen3_5_moe_text` config.json dict for `Qwen3_5MoeForCausalLM`."""
+  if config.copy_head:
+    raise ValueError(
+      "a model with a copy head (ModelConfig.copy_head) has no Qwen3_5MoeForCausalLM "
+      "counterpart: transformers cannot load it"
+    )
   return {
     "architectures": ["Qwen3_5MoeForCausalLM"],
     "model_type": "qwen3_5_moe_text",

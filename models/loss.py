@@ -8,6 +8,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from models.copy_head import Pointer, target_logp
 from models.model import Transformer
 
 #: Tokens per chunk of the fused LM-head loss (`head_losses`): 8K-vocabulary logits of 256
@@ -134,6 +135,21 @@ def weighted_head_losses(
   return _fused_head_losses(hidden_btd, head_dv, targets_bt.astype(jnp.int32), weight_bt2, chunk)
 
 
+def _head_token_stats(hidden_btd, head_dv, targets_bt, chunk):
+  """Each target's NLL under softmax(hidden @ head) and whether it is the argmax (ties
+  counted), both [B, T], one chunk of time steps at a time."""
+  b, t = targets_bt.shape
+
+  def body(_, xs):
+    h_bcd, targets_bc = xs
+    _, _, lse_bc, target_bc, max_bc = _head_chunk(h_bcd, head_dv, targets_bc)
+    return None, (lse_bc - target_bc, target_bc >= max_bc)
+
+  xs = tuple(_time_chunks(x, chunk) for x in (hidden_btd, targets_bt.astype(jnp.int32)))
+  _, (nll_nbc, correct_nbc) = jax.lax.scan(body, None, xs)
+  return tuple(jnp.moveaxis(x, 0, 1).reshape(b, t) for x in (nll_nbc, correct_nbc))
+
+
 def head_eval(
   hidden_btd: jax.Array,
   head_dv: jax.Array,
@@ -144,18 +160,43 @@ def head_eval(
   """(summed NLL on ``loss_mask``, [B, T] bool: whether each target is the argmax of its
   logits, ties counted) in one chunked pass of the head, as ``head_losses`` runs it, so the
   [B, T, V] logits never exist. For evaluation: not differentiable through the custom rule."""
-  b, t = targets_bt.shape
-  chunk = _checked_chunk((b, t), chunk)
+  chunk = _checked_chunk(targets_bt.shape, chunk)
+  nll_bt, correct_bt = _head_token_stats(hidden_btd, head_dv, targets_bt, chunk)
+  return jnp.sum(nll_bt * loss_mask_bt.astype(jnp.float32)), correct_bt
 
-  def body(nll, xs):
-    h_bcd, targets_bc, mask_bc = xs
-    _, _, lse_bc, target_bc, max_bc = _head_chunk(h_bcd, head_dv, targets_bc)
-    return nll + jnp.sum((lse_bc - target_bc) * mask_bc), target_bc >= max_bc
 
+def copy_head_losses(
+  hidden_btd: jax.Array,
+  head_dv: jax.Array,
+  pointer: Pointer,
+  targets_bt: jax.Array,
+  weight_bt: jax.Array,
+  loss_mask_bt: jax.Array,
+  chunk: int | None = None,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """``weighted_head_losses`` for a model with a copy head (`models.copy_head`): the NLL of the
+  mixture, still without the [B, T, V] logits.
+
+  The LM head's per-token NLL n is taken first (a chunked pass, no gradient); with the mixture's
+  log p = logaddexp(log(1 - g) - n, log g + log copy), d(-log p) / dn is r = (1 - g) e^-n / p,
+  so the LM head's gradient is the fused head loss's with weights w r, and the pointer's and
+  the gate's come from log p with n held fixed. The correct count is of targets with p > 1/2
+  (each surely the argmax): a lower bound of the greedy accuracy, for the training log only;
+  evaluation takes the argmax of the full mixture.
+  """
+  chunk = _checked_chunk(targets_bt.shape, chunk)
+  sg = jax.lax.stop_gradient
+  nll_bt, _ = _head_token_stats(sg(hidden_btd), sg(head_dv), targets_bt, chunk)
+  logp_bt, lm_bt = target_logp(-nll_bt, pointer, targets_bt.astype(jnp.int32))
+  weight_bt = weight_bt.astype(jnp.float32)
+  resp_bt = sg(jnp.exp(jnp.minimum(lm_bt - logp_bt, 0.0)))  # r, at most 1
+  surrogate, _, _ = weighted_head_losses(
+    hidden_btd, head_dv, targets_bt, weight_bt * resp_bt, weight_bt * resp_bt, chunk
+  )
+  objective = jnp.sum(weight_bt * -logp_bt) + surrogate - sg(surrogate)
   mask_bt = loss_mask_bt.astype(jnp.float32)
-  xs = tuple(_time_chunks(x, chunk) for x in (hidden_btd, targets_bt.astype(jnp.int32), mask_bt))
-  nll, correct_nbc = jax.lax.scan(body, jnp.zeros((), jnp.float32), xs)
-  return nll, jnp.moveaxis(correct_nbc, 0, 1).reshape(b, t)
+  correct = jnp.sum(jnp.where(logp_bt > jnp.log(0.5), mask_bt, 0.0))
+  return objective, jnp.sum(mask_bt * -logp_bt), correct
 
 
 def lm_loss(

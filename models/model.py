@@ -12,6 +12,14 @@ from flax import nnx, struct
 from models import sharding
 from models.attention import GatedAttention, KVCache
 from models.config import ModelConfig
+from models.copy_head import (
+  CopyCache,
+  CopyHead,
+  Pointer,
+  cached_pointer,
+  mixture_logits,
+  training_pointer,
+)
 from models.deltanet import DeltaNetCache, GatedDeltaNet
 from models.layers import RMSNorm, normal
 from models.moe import MoE
@@ -25,11 +33,13 @@ _CHECKPOINT_POLICIES = {
 @struct.dataclass
 class Cache:
   """Decoding state: each DeltaNet layer's conv + recurrent state (leading axes: block, layer in
-  block), each attention layer's KV cache (leading axis: block), each row's tokens so far."""
+  block), each attention layer's KV cache (leading axis: block), each row's tokens so far, and
+  the copy head's keys and tokens (None without one)."""
 
   linear: DeltaNetCache
   attention: KVCache
   lengths_b: jax.Array  # [B] int32
+  copy: CopyCache | None = None
 
   @classmethod
   def zeros(cls, config: ModelConfig, batch: int, max_len: int) -> Cache:
@@ -41,7 +51,9 @@ class Cache:
       lambda x: jnp.broadcast_to(x, (config.num_blocks, *x.shape)),
       KVCache.zeros(config, batch, max_len),
     )
-    return cls(linear=linear, attention=attention, lengths_b=jnp.zeros((batch,), jnp.int32))
+    copy = CopyCache.zeros(config, batch, max_len) if config.copy_head else None
+    lengths_b = jnp.zeros((batch,), jnp.int32)
+    return cls(linear=linear, attention=attention, lengths_b=lengths_b, copy=copy)
 
 
 class Output(NamedTuple):
@@ -52,6 +64,8 @@ class Output(NamedTuple):
   # [B, T, D] final-normed hidden states, the LM head's input: a loss that fuses the head with the
   # cross-entropy reads these, and under jit the unused `logits` are never computed.
   hidden: jax.Array | None = None
+  # The copy head's pointer at every position (None without one): `Transformer.logits_at`.
+  pointer: Pointer | None = None
 
 
 class DecoderLayer(nnx.Module):
@@ -165,6 +179,8 @@ class Transformer(nnx.Module):
       self.head_dv = sharding.param(
         normal(config.init_std), rngs.params(), (d, v), ("embed", "vocab"), dtype
       )
+    if config.copy_head:
+      self.copy_head = CopyHead(config, rngs=rngs)
 
   def __call__(self, tokens_bt: jax.Array, **kwargs) -> jax.Array:
     return self.forward(tokens_bt, **kwargs).logits
@@ -173,6 +189,16 @@ class Transformer(nnx.Module):
     """The LM head [D, V] in the compute dtype: logits = hidden @ head_weight()."""
     head_dv = self.embed_vd[...].T if self.config.tie_embeddings else self.head_dv[...]
     return head_dv.astype(self.config.compute_dtype)
+
+  def logits_at(self, out: Output, index_bk: jax.Array) -> jax.Array:
+    """The model's logits [B, K, V] at positions `index_bk` [B, K] of a forward pass, computed
+    from those positions alone (the LM head, mixed with the copy head's pointer when there is
+    one): what a caller that needs a few positions' logits uses instead of `out.logits`."""
+    h_bkd = jnp.take_along_axis(out.hidden, index_bk[..., None], axis=1)
+    logits_bkv = lm_head(h_bkd, self.head_weight())
+    if out.pointer is None:
+      return logits_bkv
+    return mixture_logits(logits_bkv, out.pointer.take(index_bk))
 
   def forward(
     self,
@@ -214,6 +240,16 @@ class Transformer(nnx.Module):
 
     h_btd = self.final_norm(x_btd).astype(cfg.compute_dtype)
     logits_btv = lm_head(h_btd, self.head_weight())
+    pointer = None
+    if cfg.copy_head:
+      if cache is None:
+        pointer = training_pointer(self.copy_head, h_btd, tokens_bt, segment_ids_bt)
+      else:
+        pointer, copy = cached_pointer(
+          self.copy_head, h_btd, tokens_bt, cache.copy, ctx["positions"], cache.lengths_b
+        )
+        new_cache = new_cache.replace(copy=copy)
+      logits_btv = mixture_logits(logits_btv, pointer)
     # stats: MoEStats with leading [blocks, layers_per_block] axes, in transformers' layer order.
     return Output(
       logits=logits_btv,
@@ -221,6 +257,7 @@ class Transformer(nnx.Module):
       aux_loss=jnp.mean(stats.aux_loss),
       expert_load=stats.expert_load.reshape(cfg.num_layers, cfg.num_experts),
       hidden=h_btd,
+      pointer=pointer,
     )
 
 

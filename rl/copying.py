@@ -155,7 +155,11 @@ def row_trainer(graphdef, params, rest, tx, schedule, aux_loss_coef: float):
   (one micro-batch) that trains it on rows."""
   state = {"step": jnp.zeros((), jnp.int32), "params": params, "rest": rest}
   state["opt_state"] = tx.init(params)
-  step = make_train_step(graphdef, tx, schedule, grad_accum=1, aux_loss_coef=aux_loss_coef)
+  # Rows are short: the loss runs on full logits, so the accuracy is the exact argmax's also
+  # for a copy head (whose fused loss counts only targets of probability > 1/2).
+  step = make_train_step(
+    graphdef, tx, schedule, grad_accum=1, aux_loss_coef=aux_loss_coef, loss_chunk=-1
+  )
   return state, jax.jit(step)
 
 

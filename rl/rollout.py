@@ -214,11 +214,13 @@ def _bucket(n: int, least: int = 1) -> int:
 
 
 def take_rows(cache: Cache, index_b: jax.Array) -> Cache:
-  """The cache rows `index_b` (batch axis: 2 for DeltaNet leaves, 1 for KV leaves, 0 lengths)."""
+  """The cache rows `index_b` (batch axis: 2 for DeltaNet leaves, 1 for KV leaves, 0 for the
+  lengths and the copy head's)."""
   return Cache(
     linear=jax.tree.map(lambda x: jnp.take(x, index_b, axis=2), cache.linear),
     attention=jax.tree.map(lambda x: jnp.take(x, index_b, axis=1), cache.attention),
     lengths_b=jnp.take(cache.lengths_b, index_b, axis=0),
+    copy=jax.tree.map(lambda x: jnp.take(x, index_b, axis=0), cache.copy),
   )
 
 
@@ -231,9 +233,7 @@ def append_ids(graphdef, state, cache: Cache, logits_bv, tokens_bc, count_b):
   out = model.forward(tokens_bc, cache=cache, valid_bt=valid_bc)
   # Only the last new position's logits are needed: the head runs on its hidden state alone
   # (the [B, C, V] logits go unused, so XLA never computes them).
-  last = jnp.maximum(count_b - 1, 0)[:, None, None]
-  h_bd = jnp.take_along_axis(out.hidden, last, axis=1)[:, 0]
-  last_bv = jnp.einsum("bd,dv->bv", h_bd, model.head_weight(), preferred_element_type=jnp.float32)
+  last_bv = model.logits_at(out, jnp.maximum(count_b - 1, 0)[:, None])[:, 0]
   return out.cache, jnp.where(count_b[:, None] > 0, last_bv, logits_bv)
 
 
@@ -318,6 +318,7 @@ def put_rows(cache: Cache, index_b: jax.Array, rows: Cache) -> Cache:
     linear=jax.tree.map(put(2), cache.linear, rows.linear),
     attention=jax.tree.map(put(1), cache.attention, rows.attention),
     lengths_b=put(0)(cache.lengths_b, rows.lengths_b),
+    copy=jax.tree.map(put(0), cache.copy, rows.copy),
   )
 
 
@@ -327,12 +328,16 @@ put_rows_jit = jax.jit(put_rows)
 
 @functools.partial(jax.jit, static_argnames=("length",))
 def grow_cache(cache: Cache, length: int) -> Cache:
-  """The cache with room for `length` positions per row (the new KV slots are zeros)."""
+  """The cache with room for `length` positions per row (the new KV and copy slots are zeros)."""
 
   def pad(x):  # [blocks, B, G, S, D]
     return jnp.pad(x, [(0, 0), (0, 0), (0, 0), (0, length - x.shape[3]), (0, 0)])
 
-  return cache.replace(attention=jax.tree.map(pad, cache.attention))
+  def pad_copy(x):  # [B, S, ...]
+    return jnp.pad(x, [(0, 0), (0, length - x.shape[1])] + [(0, 0)] * (x.ndim - 2))
+
+  copy = jax.tree.map(pad_copy, cache.copy)
+  return cache.replace(attention=jax.tree.map(pad, cache.attention), copy=copy)
 
 
 @dataclasses.dataclass

@@ -17,7 +17,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from models.loss import head_eval, weighted_head_losses
+from models.loss import copy_head_losses, head_eval, weighted_head_losses
 from rl.data import BATCH_KEYS
 
 
@@ -91,6 +91,10 @@ def _losses(graphdef, params, rest, batch, loss_chunk: int, context_weight: floa
   if loss_chunk < 0:
     nll_sum, correct = token_losses(out.logits, targets, mask)
     objective = token_losses(out.logits, targets, weight)[0] if context_weight else nll_sum
+  elif out.pointer is not None:
+    objective, nll_sum, correct = copy_head_losses(
+      out.hidden, model.head_weight(), out.pointer, targets, weight, mask, loss_chunk or None
+    )
   else:
     objective, nll_sum, correct = weighted_head_losses(
       out.hidden, model.head_weight(), targets, weight, mask, loss_chunk or None
@@ -135,6 +139,8 @@ def make_train_step(
   NLL is divided by the loss tokens of the whole batch, so the accumulated gradient is that of the
   single big batch. The MoE load-balancing loss is a per-micro-batch mean, averaged.
   `loss_chunk`: time steps per chunk of the fused head loss (0: automatic, -1: full logits).
+  With a copy head the fused loss is `models.loss.copy_head_losses`, whose reported accuracy
+  counts the targets of probability > 1/2 (a lower bound of the argmax's).
   `context_weight`: the objective's weight on non-assistant tokens (``loss_weights``); the
   reported loss and accuracy stay those of the assistant tokens.
   """
@@ -192,7 +198,8 @@ def make_eval_step(graphdef, loss_chunk: int = 0):
   def evaluate(state, batch):
     model, out = _forward(graphdef, state["params"], state["rest"], batch)
     targets, mask = batch["targets"], batch["loss_mask"]
-    if loss_chunk < 0:
+    # A copy head's argmax is over its whole mixture: the logits path.
+    if loss_chunk < 0 or out.pointer is not None:
       logits = out.logits.astype(jnp.float32)
       nll_sum = token_losses(logits, targets, mask)[0]
       target = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]

@@ -1,0 +1,194 @@
+"""A copy head: the next token as a mixture of the LM head's softmax and a pointer into the context.
+
+A small policy trained from scratch learns which tool to call long before it learns to copy the
+id or the name that the call needs out of the instruction or a tool reply (README, "A policy
+that learns on a CPU"): in attention, copying needs a query-key match *and* an output circuit
+that writes the matched token back, learnt together. A pointer (Vinyals et al. 2015; See et al.
+2017's pointer-generator) supplies the output circuit: it scores every earlier position and puts
+the score's softmax on the token that followed that position, so only the match is learnt.
+
+With the final-normed hidden states h (the LM head's input):
+
+  p(v | t) = (1 - g_t) softmax(h_t W_head)_v + g_t sum_{s < t, x_{s+1} = v} a_ts,
+  a_t = softmax_s((h_t W_q) . (h_s W_k) / sqrt(C)),   g_t = sigmoid(h_t w_g + b_g),
+
+over the positions s of the same sequence (segment) whose next token x_{s+1} is already known.
+Pointing at s means "what followed a context like this one", the induction pattern: copying a
+value after its cue is one match (the cue's context), continuing the copy is the next.
+The model's ``logits`` are then log p: a normalised log-probability, which softmax, sampling
+and the cross-entropy take as they take logits. Off by default (``ModelConfig.copy_head``);
+Qwen3.5 has no such head, and checkpoints imported from transformers do not carry one.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx, struct
+
+from models import sharding
+from models.config import ModelConfig
+from models.layers import normal
+
+
+@struct.dataclass
+class CopyCache:
+  """Decoding state of the copy head: each position's key and each position's token (the
+  value of the key one position back)."""
+
+  k_bsc: jax.Array  # [B, S, C] keys of positions 0..S-1
+  tokens_bs: jax.Array  # [B, S] int32 token at each position
+
+  @classmethod
+  def zeros(cls, config: ModelConfig, batch: int, max_len: int) -> CopyCache:
+    return cls(
+      k_bsc=jnp.zeros((batch, max_len, config.copy_head_dim), config.compute_dtype),
+      tokens_bs=jnp.zeros((batch, max_len), jnp.int32),
+    )
+
+
+class CopyHead(nnx.Module):
+  """The pointer's query and key projections and the mixing gate."""
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    d, c, dtype = config.d_model, config.copy_head_dim, config.weight_dtype
+    init = normal(config.init_std)
+    self.w_q_dc = sharding.param(init, rngs.params(), (d, c), ("embed", None), dtype)
+    self.w_k_dc = sharding.param(init, rngs.params(), (d, c), ("embed", None), dtype)
+    self.w_gate_d = sharding.param(init, rngs.params(), (d,), ("embed",), dtype)
+    self.b_gate = nnx.Param(jnp.zeros((), dtype))
+    self.config = config
+
+  def project(self, h_btd: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(queries [B, T, C], keys [B, T, C], gate logits [B, T] float32) of hidden states."""
+    dtype = self.config.compute_dtype
+    h_btd = h_btd.astype(dtype)
+    q_btc = jnp.einsum("btd,dc->btc", h_btd, self.w_q_dc[...].astype(dtype))
+    k_btc = jnp.einsum("btd,dc->btc", h_btd, self.w_k_dc[...].astype(dtype))
+    gate_bt = jnp.einsum(
+      "btd,d->bt", h_btd, self.w_gate_d[...].astype(dtype), preferred_element_type=jnp.float32
+    ) + self.b_gate[...].astype(jnp.float32)
+    return q_btc, k_btc, gate_bt
+
+
+class Pointer(struct.PyTreeNode):
+  """What the copy distribution at some query positions needs: their queries and gate logits,
+  every key position's key and next token, and which keys each query may point at."""
+
+  q_bkc: jax.Array  # [B, K, C]
+  gate_bk: jax.Array  # [B, K] float32 logits
+  k_bsc: jax.Array  # [B, S, C]
+  values_bs: jax.Array  # [B, S] int32: the token after key position s
+  allowed_bks: jax.Array  # [B, K, S] bool
+
+  def take(self, index_bk: jax.Array) -> Pointer:
+    """The pointer at query positions ``index_bk`` [B, K'] of its K."""
+    return self.replace(
+      q_bkc=jnp.take_along_axis(self.q_bkc, index_bk[..., None], axis=1),
+      gate_bk=jnp.take_along_axis(self.gate_bk, index_bk, axis=1),
+      allowed_bks=jnp.take_along_axis(self.allowed_bks, index_bk[..., None], axis=1),
+    )
+
+
+def training_pointer(
+  head: CopyHead, h_btd: jax.Array, tokens_bt: jax.Array, segment_ids_bt: jax.Array | None
+) -> Pointer:
+  """The pointer of a whole (packed) row: query t may point at s < t of its own segment, whose
+  next token x_{s+1} the row holds."""
+  q_btc, k_btc, gate_bt = head.project(h_btd)
+  t = tokens_bt.shape[1]
+  index = jnp.arange(t)
+  allowed_bts = jnp.broadcast_to(index[None, :] < index[:, None], (tokens_bt.shape[0], t, t))
+  if segment_ids_bt is not None:
+    allowed_bts = allowed_bts & (segment_ids_bt[:, :, None] == segment_ids_bt[:, None, :])
+  values_bs = jnp.pad(tokens_bt[:, 1:], ((0, 0), (0, 1))).astype(jnp.int32)
+  return Pointer(q_btc, gate_bt, k_btc, values_bs, allowed_bts)
+
+
+def _write_rows(cache_bs, new_bt, start_b):
+  """Each row's T new entries written at its own offset (leading axes [B, S, ...])."""
+
+  def write(row, new, start):
+    return jax.lax.dynamic_update_slice(
+      row, new.astype(row.dtype), (start,) + (0,) * (row.ndim - 1)
+    )
+
+  return jax.vmap(write)(cache_bs, new_bt, start_b)
+
+
+def cached_pointer(
+  head: CopyHead,
+  h_btd: jax.Array,
+  tokens_bt: jax.Array,
+  cache: CopyCache,
+  positions_bt: jax.Array,
+  cache_lengths_b: jax.Array,
+) -> tuple[Pointer, CopyCache]:
+  """The pointer of T new tokens that continue each row at ``cache_lengths_b`` (absolute
+  positions ``positions_bt``), and the cache with their keys and tokens written: query at
+  position p may point at every cached or new s < p (slots past a row's length hold stale
+  entries, all at s >= p)."""
+  q_btc, k_btc, gate_bt = head.project(h_btd)
+  new = CopyCache(
+    k_bsc=_write_rows(cache.k_bsc, k_btc, cache_lengths_b),
+    tokens_bs=_write_rows(cache.tokens_bs, tokens_bt.astype(jnp.int32), cache_lengths_b),
+  )
+  s = new.k_bsc.shape[1]
+  allowed_bts = jnp.arange(s)[None, None, :] < positions_bt[:, :, None]
+  values_bs = jnp.pad(new.tokens_bs[:, 1:], ((0, 0), (0, 1)))
+  return Pointer(q_btc, gate_bt, new.k_bsc, values_bs, allowed_bts), new
+
+
+def _pointer_weights(pointer: Pointer) -> tuple[jax.Array, jax.Array]:
+  """(softmax of the pointer's scores over the allowed keys [B, K, S], 0 elsewhere; whether a
+  query has any key to point at [B, K])."""
+  c = pointer.q_bkc.shape[-1]
+  scores_bks = jnp.einsum(
+    "bkc,bsc->bks", pointer.q_bkc, pointer.k_bsc, preferred_element_type=jnp.float32
+  ) * (c**-0.5)
+  scores_bks = jnp.where(pointer.allowed_bks, scores_bks, -jnp.inf)
+  any_bk = jnp.any(pointer.allowed_bks, axis=-1)
+  weights_bks = jax.nn.softmax(jnp.where(any_bk[..., None], scores_bks, 0.0), axis=-1)
+  return jnp.where(pointer.allowed_bks, weights_bks, 0.0), any_bk
+
+
+def _log_gates(pointer: Pointer, any_bk: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """(log(1 - g), log g) [B, K]; a query with no key keeps the LM head whole (0, -inf)."""
+  log_keep = jnp.where(any_bk, jax.nn.log_sigmoid(-pointer.gate_bk), 0.0)
+  return log_keep, jnp.where(any_bk, jax.nn.log_sigmoid(pointer.gate_bk), -jnp.inf)
+
+
+def _safe_log(x: jax.Array) -> jax.Array:
+  """log x, -inf where x is 0, with a zero (not NaN) gradient there."""
+  return jnp.where(x > 0, jnp.log(jnp.where(x > 0, x, 1.0)), -jnp.inf)
+
+
+def mixture_logits(lm_logits_bkv: jax.Array, pointer: Pointer) -> jax.Array:
+  """log p [B, K, V] (float32) of the mixture of the LM head's softmax and the copy
+  distribution; a query with no position to point at keeps the LM head's distribution."""
+  weights_bks, any_bk = _pointer_weights(pointer)
+  v = lm_logits_bkv.shape[-1]
+
+  def scatter(weights_ks, values_s):  # sum_s weights[k, s] onto column values[s]
+    return jnp.zeros((weights_ks.shape[0], v), jnp.float32).at[:, values_s].add(weights_ks)
+
+  copy_bkv = jax.vmap(scatter)(weights_bks, pointer.values_bs)
+  log_keep, log_gate = _log_gates(pointer, any_bk)
+  lm_logp = jax.nn.log_softmax(lm_logits_bkv.astype(jnp.float32), axis=-1)
+  out = jnp.logaddexp(log_keep[..., None] + lm_logp, log_gate[..., None] + _safe_log(copy_bkv))
+  return sharding.constrain(out, ("act_batch", "act_seq", "act_vocab"))
+
+
+def target_logp(
+  lm_logp_bk: jax.Array, pointer: Pointer, targets_bk: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+  """(log p(target), log of its LM head part (1 - g) p_lm(target)), both [B, K], under the
+  mixture, from the LM head's log-probability of each target alone: the pointer's mass on a
+  target is summed over the keys whose next token it is, so no [B, K, V] array is formed (what
+  a training loss needs)."""
+  weights_bks, any_bk = _pointer_weights(pointer)
+  hits_bks = pointer.values_bs[:, None, :] == targets_bk[:, :, None]
+  copy_bk = jnp.sum(jnp.where(hits_bks, weights_bks, 0.0), axis=-1)
+  log_keep, log_gate = _log_gates(pointer, any_bk)
+  lm_bk = log_keep + lm_logp_bk
+  return jnp.logaddexp(lm_bk, log_gate + _safe_log(copy_bk)), lm_bk

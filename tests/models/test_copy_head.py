@@ -1,0 +1,225 @@
+"""The copy head (`models.copy_head`): its mixture is the distribution it defines, training and
+cached decoding agree on it, packing does not leak it across sequences, and it trains."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+
+from models import create_model, decode_step, prefill
+from models.copy_head import training_pointer
+from models.decode import forward_unrolled, roll_cache, unroll, unroll_cache
+from models.model import Cache
+from tests.models.conftest import BATCH, SEQ, forward, random_tokens
+
+B, T, MAX_LEN = BATCH, SEQ, 32
+
+
+@pytest.fixture(scope="module")
+def config(tiny_config):
+  return tiny_config.replace(copy_head=True, copy_head_dim=16)
+
+
+@pytest.fixture(scope="module")
+def model(config):
+  model = create_model(config, seed=2)
+  # A gate that mixes in earnest (sigmoid(1) = 0.73 on the copy side) and sharper pointer scores,
+  # so both parts of the mixture matter in every comparison below.
+  model.copy_head.b_gate[...] = jnp.ones(())
+  model.copy_head.w_q_dc[...] = model.copy_head.w_q_dc[...] * 50.0
+  return model
+
+
+def test_logits_are_the_mixture_of_the_head_and_the_pointer(model, config):
+  """exp(logits) sums to one, and equals (1 - g) softmax(lm) + g sum_{s < t} a_ts [x_{s+1} = v]
+  computed position by position in numpy."""
+  tokens = random_tokens((B, T), config.vocab_size, seed=1)
+  out = forward(model, tokens)
+  probs = np.exp(np.asarray(out.logits, np.float64))
+  np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-4)
+
+  h = out.hidden
+  q, k, gate = (np.asarray(x, np.float64) for x in model.copy_head.project(h))
+  lm = np.asarray(h @ model.head_weight(), np.float64)
+  lm = np.exp(lm - lm.max(-1, keepdims=True))
+  lm /= lm.sum(-1, keepdims=True)
+  toks = np.asarray(tokens)
+  for b in range(B):
+    for t in (0, 1, 7, T - 1):
+      expected = lm[b, t].copy()
+      if t > 0:
+        g = 1 / (1 + np.exp(-gate[b, t]))
+        scores = k[b, :t] @ q[b, t] / np.sqrt(config.copy_head_dim)
+        weights = np.exp(scores - scores.max())
+        weights /= weights.sum()
+        copy = np.zeros(config.vocab_size)
+        np.add.at(copy, toks[b, 1 : t + 1], weights)
+        expected = (1 - g) * expected + g * copy
+      np.testing.assert_allclose(probs[b, t], expected, atol=2e-5)
+
+
+def test_packed_sequences_do_not_point_into_each_other(model, config):
+  """Two sequences packed in one row (positions restarting) get the logits each gets alone."""
+  first = random_tokens((1, 8), config.vocab_size, seed=2)
+  second = random_tokens((1, 12), config.vocab_size, seed=3)
+  packed = jnp.concatenate([first, second], axis=1)
+  segments = jnp.array([[1] * 8 + [2] * 12])
+  positions = jnp.array([list(range(8)) + list(range(12))])
+  together = forward(model, packed, segments, positions).logits
+  np.testing.assert_allclose(together[:, 8:], forward(model, second).logits, atol=1e-4)
+  np.testing.assert_allclose(together[:, :8], forward(model, first).logits, atol=1e-4)
+
+
+def test_cached_decoding_equals_the_full_forward(model, config):
+  """Right-padded prompts, then one token at a time: the pointer reads keys and tokens from the
+  cache, and every logit is the full pass's."""
+  tokens = random_tokens((B, T), config.vocab_size, seed=4)
+  full = forward(model, tokens).logits
+  lengths = jnp.array([5, 13, 9])
+  rows = jnp.arange(B)
+  prompt = jnp.where(jnp.arange(T)[None] < lengths[:, None], tokens, 0)
+  logits, cache = nnx.jit(prefill, static_argnames="max_len")(model, prompt, lengths, MAX_LEN)
+  np.testing.assert_allclose(logits, full[rows, lengths - 1], atol=1e-4)
+  step = nnx.jit(decode_step)
+  for i in range(5):
+    logits, cache = step(model, tokens[rows, lengths + i], cache)
+    np.testing.assert_allclose(logits, full[rows, lengths + i], atol=1e-4)
+
+
+def test_unrolled_decoding_carries_the_copy_cache(model, config):
+  """`forward_unrolled` (the sampling loop's path) gives the scanned forward's logits, and its
+  caches, the copy head's last, stack back into the scanned cache."""
+  tokens = random_tokens((B, T), config.vocab_size, seed=5)
+  lengths = jnp.array([5, 13, 9])
+  rows = jnp.arange(B)
+  prompt = jnp.where(jnp.arange(T)[None] < lengths[:, None], tokens, 0)
+  _, cache = nnx.jit(prefill, static_argnames="max_len")(model, prompt, lengths, MAX_LEN)
+  assert cache.copy is not None and cache.copy.k_bsc.shape == (B, MAX_LEN, 16)
+
+  @nnx.jit
+  def steps(model, cache):
+    weights = unroll(model)
+    caches, lengths_b = unroll_cache(cache), cache.lengths_b
+    scanned, unrolled = [], []
+    for i in range(3):
+      step_b = tokens[rows, lengths + i][:, None]
+      out = model.forward(step_b, cache=cache)
+      logits, caches, lengths_b = forward_unrolled(config, weights, step_b, caches, lengths_b)
+      cache = out.cache
+      scanned.append(out.logits[:, 0])
+      unrolled.append(logits[:, 0])
+    return jnp.stack(scanned), jnp.stack(unrolled), cache, roll_cache(cache, caches, lengths_b)
+
+  scanned, unrolled, cache, rolled = steps(model, cache)
+  np.testing.assert_allclose(unrolled, scanned, atol=1e-5)
+  for a, b in zip(jax.tree.leaves(rolled), jax.tree.leaves(cache), strict=True):
+    np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_logits_at_some_positions_equal_the_full_logits(model, config):
+  tokens = random_tokens((B, T), config.vocab_size, seed=6)
+  out = forward(model, tokens)
+  index = jnp.array([[0, 3, 19], [1, 1, 2], [18, 5, 0]])
+  at = nnx.jit(lambda m, o, i: m.logits_at(o, i))(model, out, index)
+  np.testing.assert_allclose(at, jnp.take_along_axis(out.logits, index[..., None], 1), atol=1e-5)
+
+
+def test_the_pointer_learns_to_recall_what_followed_a_cue(config):
+  """A few Adam steps on rows "k1 v1 k2 v2 ... k_i ?" (cued recall, which the model without a
+  copy head does not learn in 2,000 steps; README) raise the probability of the recalled value,
+  with finite gradients everywhere (queries with nothing to point at included)."""
+  model = create_model(config, seed=0)
+  rng = np.random.default_rng(0)
+  pairs, rows = 6, 8
+  toks = np.zeros((rows, 2 * pairs + 2), np.int32)
+  for b in range(rows):
+    keys = rng.choice(np.arange(4, config.vocab_size), pairs, replace=False)
+    values = rng.integers(4, config.vocab_size, pairs)
+    toks[b, : 2 * pairs : 2], toks[b, 1 : 2 * pairs : 2] = keys, values
+    i = rng.integers(pairs)
+    toks[b, -2:] = keys[i], values[i]
+  inputs, target = jnp.asarray(toks[:, :-1]), jnp.asarray(toks[:, -1])
+
+  def loss(model):
+    logits = model(inputs)[:, -1]
+    return -jnp.mean(jnp.take_along_axis(logits, target[:, None], axis=1))
+
+  @nnx.jit
+  def step(model, opt):
+    value, grads = nnx.value_and_grad(loss)(model)
+    opt.update(model, grads)
+    return value, grads
+
+  opt = nnx.Optimizer(model, optax.adam(3e-3), wrt=nnx.Param)
+  first, grads = step(model, opt)
+  assert all(bool(jnp.isfinite(g).all()) for g in jax.tree.leaves(grads))
+  for _ in range(40):
+    last, _ = step(model, opt)
+  assert float(last) < 0.5 * float(first), (float(first), float(last))
+
+
+def test_cache_zeros_holds_the_copy_state_only_with_a_copy_head(config, tiny_config):
+  assert Cache.zeros(tiny_config, 2, 8).copy is None
+  cache = Cache.zeros(config, 2, 8)
+  assert cache.copy.tokens_bs.shape == (2, 8)
+
+
+def test_training_pointer_allows_only_earlier_positions_of_the_segment(model, config):
+  tokens = random_tokens((1, 6), config.vocab_size, seed=7)
+  h = forward(model, tokens).hidden
+  segments = jnp.array([[1, 1, 1, 2, 2, 2]])
+  pointer = training_pointer(model.copy_head, h, tokens, segments)
+  allowed = np.asarray(pointer.allowed_bks[0], int)
+  expected = np.array(
+    [
+      [0, 0, 0, 0, 0, 0],
+      [1, 0, 0, 0, 0, 0],
+      [1, 1, 0, 0, 0, 0],
+      [0, 0, 0, 0, 0, 0],
+      [0, 0, 0, 1, 0, 0],
+      [0, 0, 0, 1, 1, 0],
+    ]
+  )
+  np.testing.assert_array_equal(allowed, expected)
+  np.testing.assert_array_equal(pointer.values_bs[0, :5], tokens[0, 1:])
+
+
+def test_a_copy_head_model_is_not_exported_as_qwen(config):
+  from models.hf import config_to_hf
+
+  with pytest.raises(ValueError, match="copy head"):
+    config_to_hf(config)
+
+
+def test_the_fused_loss_equals_the_loss_of_the_full_mixture(model, config):
+  """`copy_head_losses` (no [B, T, V] array) gives the full mixture's weighted NLL and its
+  gradients, and counts as correct only targets that are the mixture's argmax."""
+  from models.loss import copy_head_losses
+  from rl.sft_steps import token_losses
+
+  tokens = random_tokens((B, T + 1), config.vocab_size, seed=8)
+  inputs, targets = tokens[:, :-1], tokens[:, 1:]
+  weight = jnp.asarray(np.random.default_rng(0).uniform(0, 1, (B, T)), jnp.float32)
+  mask = (weight > 0.3).astype(jnp.float32)
+
+  def full(model):
+    out = model.forward(inputs)
+    return token_losses(out.logits, targets, weight)[0], token_losses(out.logits, targets, mask)
+
+  def fused(model):
+    out = model.forward(inputs)
+    objective, nll, correct = copy_head_losses(
+      out.hidden, model.head_weight(), out.pointer, targets, weight, mask, chunk=5
+    )
+    return objective, (nll, correct)
+
+  (value, (nll, correct)), grads = nnx.jit(nnx.value_and_grad(full, has_aux=True))(model)
+  (value2, (nll2, correct2)), grads2 = nnx.jit(nnx.value_and_grad(fused, has_aux=True))(model)
+  np.testing.assert_allclose(value2, value, rtol=1e-5)
+  np.testing.assert_allclose(nll2, nll, rtol=1e-5)
+  assert correct2 <= correct
+  flat, flat2 = nnx.to_flat_state(grads), nnx.to_flat_state(grads2)
+  for (path, g), (_, g2) in zip(flat, flat2, strict=True):
+    np.testing.assert_allclose(g2[...], g[...], atol=1e-5, rtol=1e-3, err_msg=str(path))
