@@ -45,14 +45,18 @@ def test_greedy_generation_is_the_argmax_of_the_full_forward(tiny_model, tiny_co
     np.testing.assert_array_equal(predicted, generated[b])
 
 
-@pytest.mark.parametrize("dense", [False, True])
-@pytest.mark.parametrize("interval", [4, 1])
-def test_unrolled_decoding_equals_the_scanned_cache_path(tiny_config, interval, dense):
+@pytest.mark.parametrize(
+  ("interval", "dense", "copy_head"),
+  [(4, False, False), (4, True, False), (1, False, False), (1, True, False), (4, False, True)],
+)
+def test_unrolled_decoding_equals_the_scanned_cache_path(tiny_config, interval, dense, copy_head):
   """`forward_unrolled` on per-layer weights and caches (DeltaNet and attention layers, sparse
-  or dense experts) gives the scanned forward's logits, and its caches stack back into the
-  scanned path's cache."""
-  config = tiny_config.replace(full_attention_interval=interval)
+  or dense experts, a copy head whose cache comes last) gives the scanned forward's logits, and
+  its caches stack back into the scanned path's cache."""
+  config = tiny_config.replace(full_attention_interval=interval, copy_head=copy_head)
   model = create_model(config, seed=1)
+  if copy_head:  # a gate that mixes in earnest
+    model.copy_head.b_gate[...] = jnp.ones(())
   tokens = random_tokens((B, T), config.vocab_size, seed=5)
   lengths = jnp.array([5, 13, 9])
   rows = jnp.arange(B)
