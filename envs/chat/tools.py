@@ -20,7 +20,7 @@ from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.fields import Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of, paginate, text_matches
 from envs._world import COMPANIES, world
 from envs.chat.state import (
   CHANNELS,
@@ -305,19 +305,17 @@ class ChatService(Service):
           readable[cid] = False
       return readable[cid]
 
-    found = sorted(
-      (
-        m
-        for m in self.state.messages
-        if (channel_id is None or m.channel_id == channel_id)
-        and (author is None or m.author == author)
-        and text_matches(query, m.text)
-        and can_read(m.channel_id)
-      ),
+    return page_of(
+      self.state.messages,
+      eq={"channel_id": channel_id, "author": author},
+      text=query,
+      fields=("text",),
+      where=lambda m: can_read(m.channel_id),
       key=lambda m: (m.ts, m.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(
     mutates=False,

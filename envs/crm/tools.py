@@ -20,7 +20,7 @@ from datetime import date, datetime, time, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.fields import Email, Limit, Money, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of, paginate
 from envs._world import world
 from envs.crm.state import (
   ACTIVITY_SUBJECTS,
@@ -192,18 +192,16 @@ class CrmService(Service):
       limit: page size (1-100).
       offset: index of the first account to return.
     """
-    found = sorted(
-      (
-        a
-        for a in self.state.accounts
-        if (industry is None or a.industry.lower() == industry.lower())
-        and (tier is None or a.tier == tier)
-        and (owner is None or a.owner == owner.lower())
-        and text_matches(query, a.name, a.domain, a.industry, a.city)
-      ),
+    return page_of(
+      self.state.accounts,
+      eq={"tier": tier, "owner": owner and owner.lower()},
+      same={"industry": industry},
+      text=query,
+      fields=("name", "domain", "industry", "city"),
       key=lambda a: (a.name, a.id),
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(
     mutates=False,
@@ -244,16 +242,15 @@ class CrmService(Service):
     """
     if account_id is not None:
       self.state.accounts.get(account_id)
-    found = sorted(
-      (
-        c
-        for c in self.state.contacts
-        if (account_id is None or c.account_id == account_id)
-        and text_matches(query, c.name, c.email, c.title)
-      ),
+    return page_of(
+      self.state.contacts,
+      eq={"account_id": account_id},
+      text=query,
+      fields=("name", "email", "title"),
       key=_by_name,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, produces=("deal.id", "money", "date", "status", "person.email"))
   def list_deals(
@@ -277,18 +274,14 @@ class CrmService(Service):
     """
     if account_id is not None:
       self.state.accounts.get(account_id)
-    found = sorted(
-      (
-        d
-        for d in self.state.deals
-        if (stage is None or d.stage == stage)
-        and (owner is None or d.owner == owner.lower())
-        and (account_id is None or d.account_id == account_id)
-        and not (open_only and d.stage in CLOSED)
-      ),
+    return page_of(
+      self.state.deals,
+      eq={"stage": stage, "owner": owner and owner.lower(), "account_id": account_id},
+      where=lambda d: not (open_only and d.stage in CLOSED),
       key=lambda d: (d.close_date, d.id),
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, produces=("deal.id", "money", "currency", "date", "status", "person.email"))
   def get_deal(self, deal_id: str) -> Deal:

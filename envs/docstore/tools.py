@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of, paginate, text_matches
 from envs._world import DEPARTMENTS, world
 from envs.docstore.state import (
   _WORD,
@@ -295,16 +295,13 @@ class DocstoreService(Service):
     """
     if document_id is not None:
       self.state.documents.get(document_id)
-    found = sorted(
-      (
-        a
-        for a in self.state.annotations
-        if (document_id is None or a.document_id == document_id)
-        and (author is None or a.author == author.lower())
-      ),
+    return page_of(
+      self.state.annotations,
+      eq={"document_id": document_id, "author": author and author.lower()},
       key=lambda a: (a.document_id, a.page, a.created_at, a.id),
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, produces=("bookmark.id", "document.id"))
   def list_bookmarks(self) -> list[dict]:

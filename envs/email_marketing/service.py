@@ -36,7 +36,7 @@ from compoworld import (
   tool,
 )
 from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of
 from envs._world import FIRST, LAST, world
 
 SubscriberStatus = Literal["subscribed", "unsubscribed", "cleaned"]
@@ -304,18 +304,16 @@ class EmailMarketingService(Service):
     """
     if audience_id is not None:
       self.state.audiences.get(audience_id)
-    found = sorted(
-      (
-        s
-        for s in self.state.subscribers
-        if (audience_id is None or s.audience_id == audience_id)
-        and (status is None or s.status == status)
-        and (tag is None or tag in s.tags)
-        and text_matches(query, s.email, s.name)
-      ),
+    return page_of(
+      self.state.subscribers,
+      eq={"audience_id": audience_id, "status": status},
+      text=query,
+      fields=("email", "name"),
+      where=lambda s: tag is None or tag in s.tags,
       key=lambda s: (s.email, s.id),
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, produces=("campaign.id", "title", "status", "datetime"))
   def list_campaigns(
@@ -337,18 +335,16 @@ class EmailMarketingService(Service):
     """
     if audience_id is not None:
       self.state.audiences.get(audience_id)
-    found = sorted(
-      (
-        c
-        for c in self.state.campaigns
-        if (status is None or c.status == status)
-        and (audience_id is None or c.audience_id == audience_id)
-        and text_matches(query, c.name, c.subject, c.body)
-      ),
+    return page_of(
+      self.state.campaigns,
+      eq={"status": status, "audience_id": audience_id},
+      text=query,
+      fields=("name", "subject", "body"),
       key=lambda c: (c.created_at, c.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, consumes=("campaign.id",), produces=("number", "percentage", "datetime"))
   def get_campaign_report(self, campaign_id: str) -> Report:

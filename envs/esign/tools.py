@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of, paginate, text_matches
 from envs._world import FIRST, LAST, Contact, world
 from envs.esign.state import (
   REMINDER_GAP,
@@ -252,20 +252,19 @@ class EsignService(Service):
     """
     if created_after and created_before and created_before <= created_after:
       raise InvalidArgument("created_before must be after created_after")
-    found = sorted(
-      (
-        e
-        for e in self.state.envelopes
-        if (status is None or e.status == status)
-        and (signer is None or any(s.id == signer.lower() for s in e.signers))
-        and (created_after is None or e.created_at >= created_after)
-        and (created_before is None or e.created_at < created_before)
-        and text_matches(query, e.title, e.document)
-      ),
+    page = page_of(
+      self.state.envelopes,
+      eq={"status": status},
+      ge={"created_at": created_after},
+      lt={"created_at": created_before},
+      text=query,
+      fields=("title", "document"),
+      where=lambda e: signer is None or any(s.id == signer.lower() for s in e.signers),
       key=lambda e: (e.created_at, e.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    page = paginate(found, limit, offset)
     page["items"] = [e.model_dump(exclude={"document"}) for e in page["items"]]
     return page
 

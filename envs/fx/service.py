@@ -34,7 +34,7 @@ from compoworld import (
   tool,
 )
 from compoworld.fields import Limit, Offset
-from compoworld.query import paginate
+from compoworld.query import page_of, paginate
 from envs._world import world
 
 Code = Annotated[str, Field(min_length=3, max_length=3, description="An ISO 4217 code.")]
@@ -375,17 +375,15 @@ class FxService(Service):
     """
     if wallet_id is not None:
       self.state.wallets.get(wallet_id)
-    found = sorted(
-      (
-        t
-        for t in self.state.transfers
-        if (wallet_id is None or wallet_id in (t.from_wallet_id, t.to_wallet_id))
-        and (kind is None or t.kind == kind)
-      ),
+    return page_of(
+      self.state.transfers,
+      eq={"kind": kind},
+      where=lambda t: wallet_id is None or wallet_id in (t.from_wallet_id, t.to_wallet_id),
       key=lambda t: (t.at, t.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, produces=("alert.id", "percentage"))
   def list_rate_alerts(

@@ -31,7 +31,7 @@ from compoworld import (
   tool,
 )
 from compoworld.fields import Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of
 from envs._world import CITIES, LAST, STREETS, world
 
 PlaceKind = Literal["venue", "cafe", "library", "park", "station"]
@@ -332,17 +332,16 @@ class GeoService(Service):
       limit: page size (1-100).
       offset: index of the first place to return.
     """
-    places = sorted(
-      (
-        p
-        for p in self.state.places
-        if (city is None or p.city.lower() == city.strip().lower())
-        and (kind is None or p.kind == kind)
-        and text_matches(query, p.name, p.address, p.city, p.kind)
-      ),
+    return page_of(
+      self.state.places,
+      eq={"kind": kind},
+      same={"city": city and city.strip()},
+      text=query,
+      fields=("name", "address", "city", "kind"),
       key=lambda p: (p.city, p.name, p.id),
+      limit=limit,
+      offset=offset,
     )
-    return paginate(places, limit, offset)
 
   @tool(mutates=False, consumes=("place.id",), produces=("location",))
   def get_place(self, place_id: str) -> Place:

@@ -26,7 +26,7 @@ from datetime import timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of, paginate, text_matches
 from envs._world import world
 from envs.helpdesk.state import (
   FIRST_REPLIES,
@@ -342,16 +342,15 @@ class HelpdeskService(Service):
     unsolved = Counter(
       t.requester for t in self.state.tickets if t.status in ("new", "open", "pending")
     )
-    found = sorted(
-      (
-        r
-        for r in self.state.requesters
-        if (organization is None or r.organization.lower() == organization.lower())
-        and text_matches(query, r.name, r.id, r.organization)
-      ),
+    page = page_of(
+      self.state.requesters,
+      same={"organization": organization},
+      text=query,
+      fields=("name", "id", "organization"),
       key=lambda r: (r.name, r.id),
+      limit=limit,
+      offset=offset,
     )
-    page = paginate(found, limit, offset)
     page["items"] = [{**dict(r), "unsolved_tickets": unsolved[r.id]} for r in page["items"]]
     return page
 

@@ -26,7 +26,7 @@ from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.fields import Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of, paginate, text_matches
 from envs._world import CITIES, world
 from envs.inventory.state import (
   ADJUSTMENT_NOTES,
@@ -337,20 +337,15 @@ class InventoryService(Service):
       self.state.products.get(sku)
     if warehouse is not None:
       self.state.warehouses.get(warehouse)
-    found = sorted(
-      (
-        m
-        for m in self.state.movements
-        if (sku is None or m.sku == sku)
-        and (warehouse is None or m.warehouse == warehouse)
-        and (reason is None or m.reason == reason)
-        and (reference is None or m.reference == reference)
-        and (since is None or m.at >= since)
-      ),
+    return page_of(
+      self.state.movements,
+      eq={"sku": sku, "warehouse": warehouse, "reason": reason, "reference": reference},
+      ge={"at": since},
       key=lambda m: (m.at, m.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, produces=("reservation.id", "sku", "quantity", "reference"))
   def list_reservations(
@@ -372,19 +367,14 @@ class InventoryService(Service):
       limit: page size (1-100).
       offset: index of the first reservation to return.
     """
-    found = sorted(
-      (
-        r
-        for r in self.state.reservations
-        if (status is None or r.status == status)
-        and (sku is None or r.sku == sku)
-        and (warehouse is None or r.warehouse == warehouse)
-        and (order_reference is None or r.order_reference == order_reference)
-      ),
+    return page_of(
+      self.state.reservations,
+      eq={"status": status, "sku": sku, "warehouse": warehouse, "order_reference": order_reference},
       key=lambda r: (r.created_at, r.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, produces=("sku", "quantity", "warehouse.id"))
   def low_stock_report(

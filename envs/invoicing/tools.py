@@ -26,7 +26,7 @@ from datetime import date, datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.fields import Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of, paginate, text_matches
 from envs._world import world
 from envs.invoicing.state import (
   COUNTRY,
@@ -282,15 +282,14 @@ class InvoicingService(Service):
       limit: page size (1-100).
       offset: index of the first customer to return.
     """
-    found = sorted(
-      (
-        c
-        for c in self.state.customers
-        if text_matches(query, c.name, c.domain, c.billing_contact, c.billing_email)
-      ),
+    return page_of(
+      self.state.customers,
+      text=query,
+      fields=("name", "domain", "billing_contact", "billing_email"),
       key=lambda c: (c.name, c.id),
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, produces=("invoice.id", "reference", "money", "date", "status"))
   def list_invoices(
@@ -374,18 +373,14 @@ class InvoicingService(Service):
     inv_id = self._invoice(invoice_id).id if invoice_id is not None else None
     if customer_id is not None:
       self.state.customers.get(customer_id)
-    found = sorted(
-      (
-        p
-        for p in self.state.payments
-        if (inv_id is None or p.invoice_id == inv_id)
-        and (customer_id is None or p.customer_id == customer_id)
-        and (method is None or p.method == method)
-      ),
+    return page_of(
+      self.state.payments,
+      eq={"invoice_id": inv_id, "customer_id": customer_id, "method": method},
       key=lambda p: (p.received_at, p.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, consumes=("customer.id",), produces=("money", "currency", "date"))
   def customer_balance(self, customer_id: str) -> dict:

@@ -20,7 +20,7 @@ from datetime import timedelta
 
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of, paginate, text_matches
 from envs._world import world
 from envs.docstore import snippet
 from envs.knowledge_base.state import (
@@ -262,15 +262,13 @@ class KnowledgeBaseService(Service):
     """
     if section_id is not None:
       self.state.sections.get(section_id)
-    found = sorted(
-      (
-        a
-        for a in self.state.articles
-        if a.status == "published" and (section_id is None or a.section_id == section_id)
-      ),
+    page = page_of(
+      self.state.articles,
+      eq={"status": "published", "section_id": section_id},
       key=lambda a: (-a.helpful, -a.views, a.id),
+      limit=limit,
+      offset=offset,
     )
-    page = paginate(found, limit, offset)
     page["items"] = [
       {
         "id": a.id,

@@ -26,7 +26,7 @@ from typing import Literal
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, Unprocessable, registry, tool
 from compoworld.fields import Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of
 from envs._world import world
 from envs.ledger.state import (
   BILL_ACCOUNT,
@@ -255,15 +255,15 @@ class LedgerService(Service):
       limit: page size (1-100).
       offset: index of the first account to return.
     """
-    found = sorted(
-      (
-        a
-        for a in self.state.accounts
-        if (type is None or a.type == type) and text_matches(query, a.name, a.description)
-      ),
+    return page_of(
+      self.state.accounts,
+      eq={"type": type},
+      text=query,
+      fields=("name", "description"),
       key=lambda a: a.id,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, consumes=("account.id", "date"), produces=("money",))
   def get_account_balance(self, account_code: Code, as_of: date | None = None) -> dict:
@@ -314,20 +314,19 @@ class LedgerService(Service):
       self.state.accounts.get(account_code)
     if start_date and end_date and end_date < start_date:
       raise InvalidArgument(f"end_date ({end_date}) must not be before start_date ({start_date})")
-    found = sorted(
-      (
-        e
-        for e in self.state.entries
-        if (account_code is None or any(li.account == account_code for li in e.lines))
-        and (start_date is None or e.date >= start_date)
-        and (end_date is None or e.date <= end_date)
-        and (status is None or e.status == status)
-        and text_matches(query, e.memo, e.reference)
-      ),
+    return page_of(
+      self.state.entries,
+      eq={"status": status},
+      ge={"date": start_date},
+      le={"date": end_date},
+      text=query,
+      fields=("memo", "reference"),
+      where=lambda e: account_code is None or any(li.account == account_code for li in e.lines),
       key=lambda e: (e.date, e.posted_at, e.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, consumes=("entry.id",), produces=("account.id", "money", "date"))
   def get_entry(self, entry_id: str) -> JournalEntry:
@@ -386,15 +385,14 @@ class LedgerService(Service):
       limit: page size (1-100).
       offset: index of the first period to return.
     """
-    found = sorted(
-      (
-        p
-        for p in self.state.periods
-        if (status is None or p.status == status) and (year is None or p.start.year == year)
-      ),
+    return page_of(
+      self.state.periods,
+      eq={"status": status},
+      where=lambda p: year is None or p.start.year == year,
       key=lambda p: p.id,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   # --- writes ------------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of
 from envs._world import CITIES, STREETS, world
 from envs.maps.state import (
   AIRPORTS,
@@ -249,19 +249,18 @@ class MapsService(Service):
       limit: page size (1-100).
       offset: index of the first place to return.
     """
-    found = sorted(
-      (
-        p
-        for p in self.state.places
-        if (category is None or p.category == category)
-        and (city is None or p.city.lower() == city.strip().lower())
-        and (min_rating is None or p.rating >= min_rating)
-        and text_matches(query, p.name, p.address, p.city, p.category)
-        and (open_at is None or self._open_at(p, open_at)[0])
-      ),
+    return page_of(
+      self.state.places,
+      eq={"category": category},
+      same={"city": city and city.strip()},
+      ge={"rating": min_rating},
+      text=query,
+      fields=("name", "address", "city", "category"),
+      where=lambda p: open_at is None or self._open_at(p, open_at)[0],
       key=lambda p: (-p.rating, p.name, p.id),
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(
     mutates=False,
@@ -442,18 +441,15 @@ class MapsService(Service):
     """
     if place_id is not None:
       self.state.places.get(place_id)
-    found = sorted(
-      (
-        r
-        for r in self.state.reviews
-        if (place_id is None or r.place_id == place_id)
-        and (author is None or r.author == author.lower())
-        and (min_rating is None or r.rating >= min_rating)
-      ),
+    return page_of(
+      self.state.reviews,
+      eq={"place_id": place_id, "author": author and author.lower()},
+      ge={"rating": min_rating},
       key=lambda r: (r.created_at, r.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   # --- writes ------------------------------------------------------------------------------
 

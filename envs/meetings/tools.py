@@ -26,7 +26,7 @@ from typing import Literal
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of, paginate, text_matches
 from envs._world import world
 from envs.meetings.state import (
   LINES,
@@ -222,19 +222,17 @@ class MeetingsService(Service):
     """
     if start_after and start_before and start_before <= start_after:
       raise InvalidArgument("start_before must be after start_after")
-    found = sorted(
-      (
-        m
-        for m in self.state.meetings
-        if (status is None or m.status == status)
-        and (host is None or m.host == host.lower())
-        and (start_after is None or m.start >= start_after)
-        and (start_before is None or m.start < start_before)
-        and text_matches(query, m.topic, m.agenda)
-      ),
+    return page_of(
+      self.state.meetings,
+      eq={"status": status, "host": host and host.lower()},
+      ge={"start": start_after},
+      lt={"start": start_before},
+      text=query,
+      fields=("topic", "agenda"),
       key=lambda m: (m.start, m.id),
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(
     mutates=False,
@@ -270,15 +268,13 @@ class MeetingsService(Service):
       offset: index of the first registrant to return.
     """
     self.state.meetings.get(meeting_id)
-    found = sorted(
-      (
-        r
-        for r in self.state.registrants
-        if r.meeting_id == meeting_id and (status is None or r.status == status)
-      ),
+    return page_of(
+      self.state.registrants,
+      eq={"meeting_id": meeting_id, "status": status},
       key=lambda r: (r.registered_at, r.id),
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, produces=("recording.id", "meeting.id", "duration", "url", "datetime"))
   def list_recordings(
@@ -298,16 +294,16 @@ class MeetingsService(Service):
     """
     if meeting_id is not None:
       self.state.meetings.get(meeting_id)
-    found = sorted(
-      (
-        r
-        for r in self.state.recordings
-        if (meeting_id is None or r.meeting_id == meeting_id) and text_matches(query, r.topic)
-      ),
+    return page_of(
+      self.state.recordings,
+      eq={"meeting_id": meeting_id},
+      text=query,
+      fields=("topic",),
       key=lambda r: (r.recorded_at, r.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, consumes=("meeting.id",), produces=("document.text", "text"))
   def get_transcript(self, meeting_id: str) -> Transcript:

@@ -29,7 +29,7 @@ from typing import Literal
 from compoworld import Conflict, InvalidArgument, NotFound, registry, tool
 from compoworld import Service as ServiceBase
 from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of, paginate, text_matches
 from envs._world import world
 from envs.oncall.state import (
   ALERTS,
@@ -259,17 +259,16 @@ class OncallService(ServiceBase):
       limit: page size (1-100).
       offset: index of the first service to return.
     """
-    found = sorted(
-      (
-        s
-        for s in self.state.services
-        if (team is None or s.team.lower() == team.strip().lower())
-        and (status is None or s.status == status)
-        and text_matches(query, s.name, s.description, s.team)
-      ),
+    return page_of(
+      self.state.services,
+      eq={"status": status},
+      same={"team": team and team.strip()},
+      text=query,
+      fields=("name", "description", "team"),
       key=lambda s: (s.name, s.id),
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(
     mutates=False,

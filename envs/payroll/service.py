@@ -36,7 +36,7 @@ from compoworld import (
   tool,
 )
 from compoworld.fields import Limit, Money, Offset, Text
-from compoworld.query import paginate
+from compoworld.query import page_of
 from envs._world import world
 
 Frequency = Literal["monthly", "semi_monthly"]
@@ -298,17 +298,14 @@ class PayrollService(Service):
       limit: page size (1-100).
       offset: index of the first run to return.
     """
-    runs = sorted(
-      (
-        r
-        for r in self.state.pay_runs
-        if (status is None or r.status == status)
-        and (pay_frequency is None or r.pay_frequency == pay_frequency)
-      ),
+    page = page_of(
+      self.state.pay_runs,
+      eq={"status": status, "pay_frequency": pay_frequency},
       key=lambda r: (r.period_start, r.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    page = paginate(runs, limit, offset)
     page["items"] = [self._view(r) for r in page["items"]]
     return page
 
@@ -357,17 +354,14 @@ class PayrollService(Service):
       self.state.compensation.get(employee_id)
     if pay_run_id is not None:
       self.state.pay_runs.get(pay_run_id)
-    slips = sorted(
-      (
-        s
-        for s in self.state.payslips
-        if (employee_id is None or s.employee_id == employee_id)
-        and (pay_run_id is None or s.pay_run_id == pay_run_id)
-      ),
+    return page_of(
+      self.state.payslips,
+      eq={"employee_id": employee_id, "pay_run_id": pay_run_id},
       key=lambda s: (s.pay_date, s.employee_id, s.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(slips, limit, offset)
 
   @tool(
     mutates=False,

@@ -24,7 +24,7 @@ from datetime import date, datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of, paginate, text_matches
 from envs._world import world
 from envs.projects.state import (
   COMMENTS,
@@ -244,16 +244,15 @@ class ProjectsService(Service):
       limit: page size (1-100).
       offset: index of the first project to return.
     """
-    found = sorted(
-      (
-        p
-        for p in self.state.projects
-        if (member is None or member.lower() in p.members)
-        and text_matches(query, p.id, p.name, p.description)
-      ),
+    return page_of(
+      self.state.projects,
+      text=query,
+      fields=("id", "name", "description"),
+      where=lambda p: member is None or member.lower() in p.members,
       key=lambda p: p.id,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, consumes=("project.id",), produces=("person.email", "date", "number"))
   def get_project(self, project_id: str) -> dict:

@@ -22,7 +22,7 @@ from datetime import date, datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of
 from envs._world import world
 from envs.purchasing.state import (
   APPROVAL_LIMIT,
@@ -231,16 +231,15 @@ class PurchasingService(Service):
       limit: page size (1-100).
       offset: index of the first vendor to return.
     """
-    found = sorted(
-      (
-        v
-        for v in self.state.vendors
-        if (category is None or v.category.lower() == category.lower())
-        and text_matches(query, v.name, v.domain, v.contact_name, v.contact_email)
-      ),
+    return page_of(
+      self.state.vendors,
+      same={"category": category},
+      text=query,
+      fields=("name", "domain", "contact_name", "contact_email"),
       key=lambda v: v.name,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(
     mutates=False,
@@ -275,16 +274,15 @@ class PurchasingService(Service):
       limit: page size (1-100).
       offset: index of the first item to return.
     """
-    found = sorted(
-      (
-        i
-        for i in self.state.items
-        if (category is None or i.category.lower() == category.lower())
-        and text_matches(query, i.id, i.name, i.category)
-      ),
+    return page_of(
+      self.state.items,
+      same={"category": category},
+      text=query,
+      fields=("id", "name", "category"),
       key=lambda i: i.id,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(
     mutates=False,
@@ -311,19 +309,15 @@ class PurchasingService(Service):
     """
     if vendor_id is not None:
       self.state.vendors.get(vendor_id)
-    found = sorted(
-      (
-        o
-        for o in self.state.orders
-        if (status is None or o.status == status)
-        and (vendor_id is None or o.vendor_id == vendor_id)
-        and (sku is None or any(ln.id == sku for ln in o.lines))
-        and (requester is None or o.requester == requester.lower())
-      ),
+    page = page_of(
+      self.state.orders,
+      eq={"status": status, "vendor_id": vendor_id, "requester": requester and requester.lower()},
+      where=lambda o: sku is None or any(ln.id == sku for ln in o.lines),
       key=lambda o: (o.created_at, o.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    page = paginate(found, limit, offset)
     page["items"] = [o.model_dump(exclude={"lines"}) for o in page["items"]]
     return page
 

@@ -34,7 +34,7 @@ from compoworld import (
   tool,
 )
 from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of
 from envs._world import world
 
 Status = Literal["draft", "pending_approval", "approved", "sent", "accepted", "rejected", "expired"]
@@ -247,16 +247,15 @@ class QuotesService(Service):
       limit: page size (1-100).
       offset: index of the first product to return.
     """
-    found = sorted(
-      (
-        p
-        for p in self.state.products
-        if (category is None or p.category.lower() == category.lower())
-        and text_matches(query, p.name, p.id, p.category)
-      ),
+    return page_of(
+      self.state.products,
+      same={"category": category},
+      text=query,
+      fields=("name", "id", "category"),
       key=lambda p: p.id,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, consumes=("sku", "quantity"), produces=("money", "product.name"))
   def get_price(self, sku: str, quantity: Quantity = 1, discount_pct: Discount = 0) -> dict:
@@ -306,18 +305,16 @@ class QuotesService(Service):
       limit: page size (1-100).
       offset: index of the first quote to return.
     """
-    found = sorted(
-      (
-        q
-        for q in self.state.quotes
-        if (status is None or q.status == status)
-        and (contact_email is None or q.contact_email == contact_email.lower())
-        and text_matches(account, q.account)
-      ),
+    page = page_of(
+      self.state.quotes,
+      eq={"status": status, "contact_email": contact_email and contact_email.lower()},
+      text=account,
+      fields=("account",),
       key=lambda q: (q.created_at, q.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    page = paginate(found, limit, offset)
     page["items"] = [q.model_dump(exclude={"lines"}) for q in page["items"]]
     return page
 

@@ -27,7 +27,7 @@ from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of
 from envs._world import COMPANIES, CUSTOMER_NAMES, FIRST, LAST, TITLES, world
 from envs.recruiting.state import (
   FINAL,
@@ -204,18 +204,17 @@ class RecruitingService(Service):
       limit: page size (1-100).
       offset: index of the first job to return.
     """
-    found = sorted(
-      (
-        j
-        for j in self.state.jobs
-        if (status is None or j.status == status)
-        and (department is None or j.department.lower() == department.lower())
-        and text_matches(query, j.title, j.department, j.location)
-      ),
+    return page_of(
+      self.state.jobs,
+      eq={"status": status},
+      same={"department": department},
+      text=query,
+      fields=("title", "department", "location"),
       key=lambda j: (j.opened_on, j.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, produces=("job.title", "person.email", "number", "location"))
   def get_job(self, job_id: str) -> dict:
@@ -244,17 +243,16 @@ class RecruitingService(Service):
       limit: page size (1-100).
       offset: index of the first candidate to return.
     """
-    found = sorted(
-      (
-        c
-        for c in self.state.candidates
-        if (source is None or c.source == source)
-        and text_matches(query, c.name, c.email, c.current_company)
-      ),
+    return page_of(
+      self.state.candidates,
+      eq={"source": source},
+      text=query,
+      fields=("name", "email", "current_company"),
       key=lambda c: (c.created_at, c.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, produces=("application.id", "candidate.id", "job.id", "status"))
   def list_applications(
@@ -278,18 +276,14 @@ class RecruitingService(Service):
       self.state.jobs.get(job_id)
     if candidate_id is not None:
       self.state.candidates.get(candidate_id)
-    found = sorted(
-      (
-        a
-        for a in self.state.applications
-        if (job_id is None or a.job_id == job_id)
-        and (candidate_id is None or a.candidate_id == candidate_id)
-        and (stage is None or a.stage == stage)
-      ),
+    return page_of(
+      self.state.applications,
+      eq={"job_id": job_id, "candidate_id": candidate_id, "stage": stage},
       key=lambda a: (a.applied_at, a.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(
     mutates=False,

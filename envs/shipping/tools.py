@@ -28,7 +28,7 @@ from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.fields import Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of, paginate
 from envs._world import CITIES, STREETS, world
 from envs.shipping.state import (
   CARRIERS,
@@ -321,19 +321,16 @@ class ShippingService(Service):
       limit: page size (1-100).
       offset: index of the first shipment to return.
     """
-    found = sorted(
-      (
-        s
-        for s in self.state.shipments
-        if (status is None or s.status == status)
-        and (carrier is None or s.carrier == carrier)
-        and (order_reference is None or s.order_reference == order_reference)
-        and text_matches(query, s.recipient_name, s.address, s.city, s.country)
-      ),
+    page = page_of(
+      self.state.shipments,
+      eq={"status": status, "carrier": carrier, "order_reference": order_reference},
+      text=query,
+      fields=("recipient_name", "address", "city", "country"),
       key=lambda s: (s.created_at, s.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    page = paginate(found, limit, offset)
     page["items"] = [s.model_dump(exclude={"events"}) for s in page["items"]]
     return page
 

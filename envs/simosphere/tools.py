@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of, paginate, text_matches
 from envs._world import COMPANIES, world
 from envs.simosphere.state import (
   DRAFTS,
@@ -273,19 +273,17 @@ class SimosphereService(Service):
       limit: page size (1-100).
       offset: index of the first message to return.
     """
-    found = sorted(
-      (
-        m
-        for m in self.state.messages
-        if (folder is None or m.folder == folder)
-        and (sender is None or m.sender == sender.lower())
-        and (not unread_only or not m.read)
-        and text_matches(query, m.subject, m.body, m.sender)
-      ),
+    return page_of(
+      self.state.messages,
+      eq={"folder": folder, "sender": sender and sender.lower()},
+      text=query,
+      fields=("subject", "body", "sender"),
+      where=lambda m: not unread_only or not m.read,
       key=lambda m: (m.sent_at, m.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(
     mutates=False,

@@ -34,7 +34,7 @@ from compoworld import (
   tool,
 )
 from compoworld.fields import Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of, paginate
 from envs._world import world
 
 Network = Literal["twitter", "linkedin", "instagram", "facebook"]
@@ -285,18 +285,16 @@ class SocialPostsService(Service):
     """
     if profile_id is not None:
       self.state.profiles.get(profile_id)
-    found = sorted(
-      (
-        p
-        for p in self.state.posts
-        if (profile_id is None or p.profile_id == profile_id)
-        and (status is None or p.status == status)
-        and text_matches(query, p.text)
-      ),
+    return page_of(
+      self.state.posts,
+      eq={"profile_id": profile_id, "status": status},
+      text=query,
+      fields=("text",),
       key=lambda p: (p.published_at or p.scheduled_at or p.created_at, p.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, produces=("post.id", "text", "status", "datetime", "url"))
   def get_post(self, post_id: str) -> Post:

@@ -28,7 +28,7 @@ from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of, paginate
 from envs._world import FIRST, LAST, STREETS, world
 from envs.storefront.state import (
   MAIL_DOMAINS,
@@ -265,17 +265,16 @@ class StorefrontService(Service):
       limit: page size (1-100).
       offset: index of the first product to return.
     """
-    found = sorted(
-      (
-        p
-        for p in self.state.products
-        if (include_inactive or p.active)
-        and (category is None or p.category.lower() == category.lower())
-        and text_matches(query, p.id, p.name, p.category)
-      ),
+    return page_of(
+      self.state.products,
+      same={"category": category},
+      text=query,
+      fields=("id", "name", "category"),
+      where=lambda p: include_inactive or p.active,
       key=lambda p: p.id,
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(
     mutates=False,
@@ -298,17 +297,16 @@ class StorefrontService(Service):
       limit: page size (1-100).
       offset: index of the first customer to return.
     """
-    found = sorted(
-      (
-        c
-        for c in self.state.customers
-        if (email is None or c.email == email.lower())
-        and (country is None or c.country.lower() == country.lower())
-        and text_matches(query, c.name, c.email, c.company, c.city)
-      ),
+    return page_of(
+      self.state.customers,
+      eq={"email": email and email.lower()},
+      same={"country": country},
+      text=query,
+      fields=("name", "email", "company", "city"),
       key=lambda c: (c.name, c.id),
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, consumes=("customer.id",), produces=("order.id", "reference", "money"))
   def get_customer_orders(self, customer_id: str, limit: Limit = 20, offset: Offset = 0) -> dict:
@@ -356,19 +354,16 @@ class StorefrontService(Service):
       raise InvalidArgument(
         f"until ({until.isoformat()}) must be after since ({since.isoformat()})"
       )
-    found = sorted(
-      (
-        o
-        for o in self.state.orders
-        if (status is None or o.status == status)
-        and (customer_id is None or o.customer_id == customer_id)
-        and (since is None or o.created_at >= since)
-        and (until is None or o.created_at < until)
-      ),
+    page = page_of(
+      self.state.orders,
+      eq={"status": status, "customer_id": customer_id},
+      ge={"created_at": since},
+      lt={"created_at": until},
       key=lambda o: (o.created_at, o.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
     )
-    page = paginate(found, limit, offset)
     page["items"] = [o.model_dump(exclude={"lines"}) for o in page["items"]]
     return page
 

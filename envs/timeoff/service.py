@@ -34,7 +34,7 @@ from compoworld import (
   tool,
 )
 from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate
+from compoworld.query import page_of
 from envs._world import world
 
 PolicyId = Literal["vacation", "sick", "personal"]
@@ -308,20 +308,15 @@ class TimeOffService(Service):
     if employee_id is not None:
       self.state.employees.get(employee_id)
     who = approver.lower() if approver else None
-    found = sorted(
-      (
-        r
-        for r in self.state.requests
-        if (employee_id is None or r.employee_id == employee_id)
-        and (status is None or r.status == status)
-        and (policy_id is None or r.policy_id == policy_id)
-        and (who is None or r.approver == who)
-        and (start_after is None or r.start_date >= start_after)
-        and (start_before is None or r.start_date < start_before)
-      ),
+    return page_of(
+      self.state.requests,
+      eq={"employee_id": employee_id, "status": status, "policy_id": policy_id, "approver": who},
+      ge={"start_date": start_after},
+      lt={"start_date": start_before},
       key=lambda r: (r.start_date, r.id),
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, produces=("employee.id", "date", "status", "person.email", "number"))
   def get_request(self, request_id: str) -> Request:

@@ -27,7 +27,7 @@ from typing import Literal
 
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.query import page_of, paginate
 from envs._world import world
 from envs.warehouse.state import (
   SQL_TABLES,
@@ -314,16 +314,15 @@ class WarehouseService(Service):
       limit: page size (1-100).
       offset: index of the first query to return.
     """
-    found = sorted(
-      (
-        q
-        for q in self.state.saved_queries
-        if (owner is None or q.owner == owner.lower())
-        and text_matches(query, q.name, q.description, q.sql)
-      ),
+    return page_of(
+      self.state.saved_queries,
+      eq={"owner": owner and owner.lower()},
+      text=query,
+      fields=("name", "description", "sql"),
       key=lambda q: (q.name.lower(), q.id),
+      limit=limit,
+      offset=offset,
     )
-    return paginate(found, limit, offset)
 
   @tool(
     mutates=False,
