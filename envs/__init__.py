@@ -1,9 +1,9 @@
 """The hand-written service library. Importing it registers every service.
 
 A service is one folder, ``envs/<name>/``: its records, state, tools and seeded data generator
-(``service.py``, or ``state.py`` and ``tools.py`` for the larger ones) and its facets, what the
-procedural task author knows about it (``facets.py``, loaded by ``compoworld.facets``). Every
-subpackage of ``envs`` is imported here, so a new service is one new folder and nothing else.
+(``service.py``; a larger one splits it into ``state.py``, ``tools.py`` and ``data.py``) and its
+facets, what the procedural task author knows about it (``facets.py``, loaded by
+``compoworld.facets``). Every subpackage of ``envs`` is imported here, so a new service is one new folder and nothing else.
 ``_world.py`` is the seeded world the services share, ``_facets_common.py`` the helpers their
 facets share, and ``scenarios.py`` the hand-built scenarios.
 
