@@ -1,7 +1,7 @@
 """Facets for compiled services, so the procedural author composes them into tasks.
 
-Hand-written services carry hand-written facets (``envs/facets``). A compiled service gets
-generic ones, read off its plans: for each entity field whose port kind is shared,
+Hand-written services carry hand-written facets (``envs/<service>/facets.py``). A compiled
+service gets generic ones, read off its plans: for each entity field whose port kind is shared,
 
   Source   a record of the scenario's own (put into s0) read back with the entity's get tool
   Sink     a record created with the value in that field (create tool); the check finds it

@@ -12,13 +12,16 @@ value of some kind to the next (paper, eq. 3). Facets are how a service can play
 Facet functions run against an ``AuthorContext``: they may add the scenario's own records to s0
 (``ctx.put``), and they discover what they hand on by calling the service's tools
 (``ctx.call``), exactly as the reference solution will. Service libraries register facets with
-the decorators below (see ``envs/facets``).
+the decorators below: a hand-written service keeps them beside its tools, in
+``envs/<service>/facets.py``, which ``FacetRegistry.load`` finds and imports.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
+import pkgutil
 import threading
 from collections import defaultdict
 from collections.abc import Callable
@@ -112,8 +115,19 @@ class Revisit:
   second: Callable[[AuthorContext, Any], Found]
 
 
+def _import_facets(provider: str) -> None:
+  """Imports ``provider`` and, if it is a package, the ``facets`` module of every subpackage
+  that has one, in name order (``envs`` -> ``envs.calendar.facets``, ``envs.chat.facets``...)."""
+  package = importlib.import_module(provider)
+  subpackages = [m.name for m in pkgutil.iter_modules(getattr(package, "__path__", [])) if m.ispkg]
+  for name in sorted(subpackages):
+    module = f"{provider}.{name}.facets"
+    if importlib.util.find_spec(module) is not None:
+      importlib.import_module(module)
+
+
 class FacetRegistry:
-  def __init__(self, providers: tuple[str, ...] = ("envs.facets",)) -> None:
+  def __init__(self, providers: tuple[str, ...] = ("envs",)) -> None:
     self._providers, self._loaded = providers, False
     self._lock = threading.RLock()
     self._memo: dict[tuple, set[str]] = {}  # walk sampling asks the same questions often
@@ -162,11 +176,11 @@ class FacetRegistry:
   # --- what a step at a service can do ------------------------------------------------------
 
   def load(self) -> FacetRegistry:
-    """Imports the provider packages (once), which register their facets."""
+    """Imports the providers' facet modules (once), which register their facets."""
     with self._lock:  # threads wait for the first loader instead of seeing half the facets
       if not self._loaded:
-        for module in self._providers:
-          importlib.import_module(module)
+        for provider in self._providers:
+          _import_facets(provider)
         self._loaded = True
     return self
 

@@ -1,0 +1,9 @@
+"""CRM: a Salesforce/HubSpot-like sales CRM of accounts, contacts, deals and activities.
+
+``state``: its records, state and constants; ``data``: its seeded data generator (a base class of
+the service); ``tools``: the service and its tools; ``facets``: what a task author knows of it. The
+package re-exports the public names of ``state`` and ``tools``.
+"""
+
+from envs.crm.state import *  # noqa: F403  (its public names)
+from envs.crm.tools import *  # noqa: F403  (its public names)

@@ -1,0 +1,9 @@
+"""Invoicing: a QuickBooks / Stripe Invoicing-like service of customers, invoices and payments.
+
+``state``: its records, state and constants; ``data``: its seeded data generator (a base class of
+the service); ``tools``: the service and its tools; ``facets``: what a task author knows of it. The
+package re-exports the public names of ``state`` and ``tools``.
+"""
+
+from envs.invoicing.state import *  # noqa: F403  (its public names)
+from envs.invoicing.tools import *  # noqa: F403  (its public names)

@@ -1,0 +1,9 @@
+"""Projects: a Jira/Asana-like tracker of projects, board tasks, dependencies and comments.
+
+``state``: its records, state and constants; ``data``: its seeded data generator (a base class of
+the service); ``tools``: the service and its tools; ``facets``: what a task author knows of it. The
+package re-exports the public names of ``state`` and ``tools``.
+"""
+
+from envs.projects.state import *  # noqa: F403  (its public names)
+from envs.projects.tools import *  # noqa: F403  (its public names)

@@ -1,0 +1,9 @@
+"""Storefront: an online shop's back office, like the Shopify admin.
+
+``state``: its records, state and constants; ``data``: its seeded data generator (a base class of
+the service); ``tools``: the service and its tools; ``facets``: what a task author knows of it. The
+package re-exports the public names of ``state`` and ``tools``.
+"""
+
+from envs.storefront.state import *  # noqa: F403  (its public names)
+from envs.storefront.tools import *  # noqa: F403  (its public names)
