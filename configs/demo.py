@@ -56,7 +56,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.tasks.workers = 1  # processes generating tasks
 
   c.split = ml_collections.ConfigDict()
-  # What is held out (compoworld.splits): K = 1 tasks by instance (a service set cannot be held
+  # What is held out (compoworld.tasks.splits): K = 1 tasks by instance (a service set cannot be held
   # out without hiding its one service), K >= 2 tasks by service set.
   c.split.mode = "instances" if g.num_services == 1 else "composition"
   c.split.eval_fraction = 0.035  # share of the tasks held out of training (46 of 1300)
@@ -72,7 +72,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.eval.max_context = c.sft.data.seq_len  # prompt + generated, as trained; when full: episode ends
   c.eval.temperature = 0.0  # greedy
   # Each policy is scored decoding freely and under the typed grammar with grounded strings
-  # (rl.pipeline.DECODINGS: "free", "constrained", "grounded", "constrained+grounded").
+  # (rl.pipeline.run.DECODINGS: "free", "constrained", "grounded", "constrained+grounded").
   c.eval.decodings = ("free", "constrained+grounded")
 
   if variant == "composed":

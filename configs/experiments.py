@@ -47,7 +47,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.split.eval_fraction = 0.1
   elif name == "single_vs_composed":
     # The "single" arm trains on single-service tasks (K = 1 walks: every step in one service,
-    # with that service as its own revisit bridge where it can be; compoworld/walks.py), the
+    # with that service as its own revisit bridge where it can be; compoworld/tasks/walks.py), the
     # same walk lengths and distractors, spread round-robin over the ~30 services; set
     # --config.single_k=2 for the least composed eq. 3 tasks instead.
     c.single_k = 1  # K of the "single" arm's tasks
@@ -58,7 +58,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.tasks.num_tasks = 200  # per arm: 48 distinct K = 4 service sets after the held-out split
     c.split.eval_fraction = 0.1
   else:
-    c.rewards = ("completion_focused", "uniform", "binary")  # rl.rewards names, one arm each
+    c.rewards = ("completion_focused", "uniform", "binary")  # rl.grpo.rewards names, one arm each
     c.grpo = base.grpo  # configs/grpo.py:cpu (tiny when _test); init is each seed's SFT policy
     c.tasks.num_services = 2  # held-out service sets need K >= 2
     c.tasks.min_walk = c.tasks.max_walk = 3

@@ -20,9 +20,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.num_steps = 200  # GRPO steps (one rollout batch each)
   c.stop_after = 0  # stop after this many steps of this process without saving (preemption tests)
   c.log_every = 1  # steps between metric writes
-  c.init = ""  # SFT workdir or policy directory to start from (rl.policy.load_policy_parts)
+  c.init = ""  # SFT workdir or policy directory to start from (rl.serve.policy.load_policy_parts)
   c.sft_config = ""  # with no init: train this configs/sft.py variant in WORKDIR/sft first
-  # How the loaded policy computes in the update ("" = as it was trained; rl.policy.RUNTIME_FIELDS);
+  # How the loaded policy computes in the update ("" = as it was trained; rl.serve.policy.RUNTIME_FIELDS);
   # its parameters stay as trained. remat="full" recomputes each block in the backward pass.
   c.model_overrides = ml_collections.ConfigDict({"remat": "", "moe_backend": "", "dtype": ""})
 
@@ -33,11 +33,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.data.seed = 0  # the held-out split of data.tasks
   c.data.tasks_per_step = 16  # G; with N = 8, 128 trajectories per step (not stated in the paper)
   # Tasks played per step = oversample * G; the update keeps G groups, those whose rewards differ
-  # first (DAPO's dynamic sampling; rl.grpo.keep_groups). 1 = every sampled group trains.
+  # first (DAPO's dynamic sampling; rl.grpo.batches.keep_groups). 1 = every sampled group trains.
   c.data.oversample = 1
-  c.data.min_length = 256  # shortest padded batch length (rl.grpo.bucket_length: few shapes)
+  c.data.min_length = (
+    256  # shortest padded batch length (rl.grpo.batches.bucket_length: few shapes)
+  )
 
-  c.rollout = ml_collections.ConfigDict()  # rl.rollout.RolloutConfig
+  c.rollout = ml_collections.ConfigDict()  # rl.grpo.rollout.RolloutConfig
   c.rollout.num_rollouts = 8  # N per task (paper: 8)
   c.rollout.max_turns = 32  # assistant turns per rollout
   c.rollout.max_new_tokens_per_turn = 512
@@ -45,20 +47,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.rollout.temperature = 1.0  # the trainer's log-probs use the same temperature
   c.rollout.top_p = 1.0
   # Tool calls decoded under the tools' typed grammar / with the values passed on copied from the
-  # conversation (rl.decoding), in training rollouts and held-out evaluation alike; the trainer's
+  # conversation (rl.decoding.modes), in training rollouts and held-out evaluation alike; the trainer's
   # log-probs stay the unconstrained policy's
   c.rollout.constrained = False
   c.rollout.grounded = False
 
   c.reward = ml_collections.ConfigDict()
-  c.reward.name = "completion_focused"  # rl.rewards.REWARDS: completion_focused, uniform, binary
+  c.reward.name = (
+    "completion_focused"  # rl.grpo.rewards.REWARDS: completion_focused, uniform, binary
+  )
   c.reward.lam = 0.01  # lambda of eq. 5 (completion_focused only)
   c.reward.delta = 1e-6  # delta of eq. 6
-  # b_ij from the rubric (compoworld.rubric.COUPLINGS): independent = each criterion's own check
+  # b_ij from the rubric (compoworld.tasks.rubric.COUPLINGS): independent = each criterion's own check
   # (eq. 5 as the paper defines it); gated = must-not credited only when every positive passes
   c.reward.coupling = "independent"
 
-  c.loss = ml_collections.ConfigDict()  # rl.grpo_loss.GRPOLossConfig
+  c.loss = ml_collections.ConfigDict()  # rl.grpo.loss.GRPOLossConfig
   c.loss.eps_low = 0.20
   c.loss.eps_high = 0.28
   c.loss.aggregation = "seq-mean-token-mean"  # eq. 8; or token-mean, seq-mean-token-sum

@@ -28,7 +28,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.tokenizer = ml_collections.ConfigDict()
   c.tokenizer.path = ""  # dir of a tokenizer.model/.json; "" = the workdir's, else train one
   c.tokenizer.vocab_size = 8192  # when a tokenizer is trained here
-  # The chat format's system turn (rl.tokenizer.CHAT_SYSTEMS), saved beside the tokenizer:
+  # The chat format's system turn (rl.data.tokenizer.CHAT_SYSTEMS), saved beside the tokenizer:
   # "full" (system prompt and tool schemas, Qwen's template) or "brief" (one line).
   c.tokenizer.chat_system = "full"
 
@@ -41,7 +41,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.data.num_epochs = 3  # paper: three epochs
   c.data.num_packing_bins = 0  # rows packed at once (first fit); 0 = batch_size
   # Shards the trajectories are dealt into, each packed on its own, every batch B / S rows of
-  # each (rl.sft.data_shards); a process loads only its own shards. 0 = one per process. Runs
+  # each (rl.sft.trainer.data_shards); a process loads only its own shards. 0 = one per process. Runs
   # with the same S see the same batches whatever their number of processes.
   c.data.num_shards = 0
   c.data.overlong = "truncate"  # or "drop": trajectories longer than a row
@@ -58,7 +58,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.generate.max_walk = 12
   c.generate.num_distractors = 5
   c.generate.workers = 1  # processes generating tasks
-  # The oracle's discovery calls (compoworld.agents.OracleAgent): full, services or none.
+  # The oracle's discovery calls (compoworld.agents.agent.OracleAgent): full, services or none.
   c.generate.discovery = "full"
 
   c.optim = ml_collections.ConfigDict()
@@ -79,7 +79,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.mesh.tensor = 1
   c.mesh.expert = 1
 
-  # A copy stage before SFT (rl.copying): periodic rows of random ids, the copied block doubling
+  # A copy stage before SFT (rl.sft.copying): periodic rows of random ids, the copied block doubling
   # from min_repeat up to max_repeat ids whenever a step's accuracy reaches advance_at, with its
   # own AdamW schedule; 0 steps = none.
   c.copy = ml_collections.ConfigDict()

@@ -3,7 +3,7 @@
 A service is one folder, ``envs/<name>/``: its records, state, tools and seeded data generator
 (``service.py``; a larger one splits it into ``state.py``, ``tools.py`` and ``data.py``) and its
 facets, what the procedural task author knows about it (``facets.py``, loaded by
-``compoworld.facets``). Every subpackage of ``envs`` is imported here, so a new service is one new folder and nothing else.
+``compoworld.tasks.facets``). Every subpackage of ``envs`` is imported here, so a new service is one new folder and nothing else.
 ``_world.py`` is the seeded world the services share, ``_facets_common.py`` the helpers their
 facets share, and ``scenarios.py`` the hand-built scenarios.
 

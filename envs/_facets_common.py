@@ -6,8 +6,8 @@ import re
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from compoworld.authoring import AuthorContext, AuthoringError
-from compoworld.facets import Value
+from compoworld.tasks.authoring import AuthorContext, AuthoringError
+from compoworld.tasks.facets import Value
 from envs._world import Person, world
 
 CODENAMES = (

@@ -19,9 +19,9 @@ import itertools
 from datetime import datetime, timedelta
 from typing import Any
 
-from compoworld.env import ComposedEnv
-from compoworld.rubric import all_of, exists, not_exists, record_is, where
-from compoworld.tasks import InitialState, Patch, Task, ToolCall
+from compoworld.compose.env import ComposedEnv
+from compoworld.tasks.rubric import all_of, exists, not_exists, record_is, where
+from compoworld.tasks.task import InitialState, Patch, Task, ToolCall
 from envs._world import world
 
 SERVICES = ["simosphere", "calendar", "geo", "forum"]

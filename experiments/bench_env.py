@@ -2,7 +2,7 @@
 
 from absl import flags
 
-from compoworld.benchmark import DEFAULT_SERVICES, bench_env, bench_sandboxed
+from compoworld.compose.benchmark import DEFAULT_SERVICES, bench_env, bench_sandboxed
 from experiments.common import run_main, write_summary
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/bench_env", "Where summary.json goes.")

@@ -1,12 +1,12 @@
 """Times one GRPO step on the SFT benchmark's reference shape, split into sampling and update.
 
 ``python -m experiments.bench_grpo --workdir=DIR``: vocab 8192, hidden 256, 4 layers, 4 query /
-2 KV heads of dim 64, 8 experts top-2 of width 256 (``rl.sft.reference_model_config``, the SFT
+2 KV heads of dim 64, 8 experts top-2 of width 256 (``rl.sft.bench.reference_model_config``, the SFT
 benchmark's model; every layer full attention unless ``--hybrid``). A step is 2 random 64-token prompts x N rollouts x 128
 new tokens: sampling = the rollout engine's device path (prefill each prompt once, copy its cache
-to its N rows, ``rl.rollout.sample_turn`` at temperature 1 with the tempered log-probs recorded;
+to its N rows, ``rl.grpo.rollout.sample_turn`` at temperature 1 with the tempered log-probs recorded;
 no stop token, so every rollout is exactly 128 tokens); update = batch assembly, rewards, group
-advantages and one jitted, donated ``rl.grpo`` step (eq. 8 loss, Adam; ``rl.grpo_bench``).
+advantages and one jitted, donated ``rl.grpo.trainer`` step (eq. 8 loss, Adam; ``rl.grpo.bench``).
 Environment time is not in it (the rollout benchmark measures that). Each shape's ``peer`` is
 Tunix's step time on it from the last ``make bench-peers`` (``runs/bench_peers/summary.json``, at
 beta 0 as here, with ours from that same run), when there is one.
@@ -19,8 +19,9 @@ from absl import flags
 import models
 from experiments.common import run_main, write_summary
 from experiments.peers.summary import peer_figure
-from rl.grpo_bench import grpo_stepper
-from rl.sft import REFERENCE_SHAPE, measure_matmul_peak, reference_model_config
+from rl.grpo.bench import grpo_stepper
+from rl.sft.bench import REFERENCE_SHAPE, reference_model_config
+from rl.sft.trainer import measure_matmul_peak
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/bench_grpo", "Where summary.json goes.")
 _STEPS = flags.DEFINE_integer("steps", 5, "Timed steps per shape (after one compiling step).")

@@ -6,7 +6,7 @@ processes with their own interpreters, ours (``experiments/peers/ours_bench.py``
 started isolated (``python -I``) so it cannot import this package). Each worker builds its model,
 compiles and warms up (untimed), then the driver alternates them, ours then theirs, one repeat
 (``--steps`` timed steps) each at a time, ``--repeats`` times: load from other work on the machine
-falls on both alike. Benchmarks (the model: ``rl.sft.REFERENCE_SHAPE``, Tunix's Qwen3 class with
+falls on both alike. Benchmarks (the model: ``rl.sft.bench.REFERENCE_SHAPE``, Tunix's Qwen3 class with
 the same dimensions):
 
 - ``sft``: SFT training tokens/s, batch 8 x 512;
@@ -86,14 +86,14 @@ TINY_SHAPE = {
 
 # What each side runs, beyond the shared shape and sizes (stated in the summary).
 MODELS = {
-  "ours": "models.Transformer from rl.sft.reference_model_config (every layer full attention, "
+  "ours": "models.Transformer from rl.sft.bench.reference_model_config (every layer full attention, "
   "QK-norm, RoPE, sorted MoE dispatch: each token through its top-k experts only)",
   "theirs": "tunix.models.qwen3.model.Qwen3 (QK-norm, RoPE); on CPU its MoE layer takes its dense "
   "fallback, every expert on every token, weighted by the routing (Tunix's only CPU path)",
 }
 NOTES = {
   "sft": [
-    "Ours: rl.sft's jitted train step, loss through the fused chunked LM head, the paper's SFT "
+    "Ours: rl.sft.trainer's jitted train step, loss through the fused chunked LM head, the paper's SFT "
     "optimizer (clip 1.0, AdamW 1e-4 with its cosine schedule). Tunix: PeftTrainer.train (full "
     "parameters, its default loss from full float32 logits), clip 1.0 and AdamW 1e-4 as ours, a "
     "causal mask and positions built as tunix.cli.peft_main does.",
@@ -102,16 +102,16 @@ NOTES = {
     "on both.",
   ],
   "sampler": [
-    "Ours: prefill then rl.rollout.sample_turn, timed to the sampled ids on device. Tunix: "
+    "Ours: prefill then rl.grpo.rollout.sample_turn, timed to the sampled ids on device. Tunix: "
     "Sampler.__call__ (prefill, its while-loop decode, the host-side output lists) with a "
     "tokenizer that reads space-separated ids; temperature 1, top-p 1 (plain categorical "
     "sampling) on both, a cache of prompt + new tokens, no stop token, so every row samples "
     "exactly new_tokens.",
   ],
   "grpo": [
-    "Ours: rl.grpo_bench.grpo_stepper (the rollout engine's device path: each prompt prefilled "
+    "Ours: rl.grpo.bench.grpo_stepper (the rollout engine's device path: each prompt prefilled "
     "once and its cache copied to its N rows; then batch assembly, rewards from random rubric "
-    "passes, group advantages, one jitted rl.grpo update at Adam 1e-5, clip 1.0). Tunix: "
+    "passes, group advantages, one jitted rl.grpo.trainer update at Adam 1e-5, clip 1.0). Tunix: "
     "GRPOLearner.train on an RLCluster, one CPU mesh for every role, vanilla rollout "
     "(Sampler on the prompts repeated N times), random rewards, num_iterations 1, clip 1.0 and "
     "Adam 1e-5; a step is the time between two pulls of its data iterator.",
@@ -394,9 +394,9 @@ def main(argv):
 
 
 def reference_shape() -> dict:
-  """`rl.sft.REFERENCE_SHAPE` (every layer full attention, float32; the workers read the dimensions
+  """`rl.sft.bench.REFERENCE_SHAPE` (every layer full attention, float32; the workers read the dimensions
   in `TINY_SHAPE`'s keys), imported here only: the driver itself runs no model."""
-  from rl.sft import REFERENCE_SHAPE
+  from rl.sft.bench import REFERENCE_SHAPE
 
   return dict(REFERENCE_SHAPE)
 

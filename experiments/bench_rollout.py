@@ -15,8 +15,8 @@ from absl import flags
 from experiments.common import run_main, write_summary
 from experiments.peers.summary import peer_figure
 from models.config import MOE_BACKENDS
-from rl.rollout_bench import run_benchmarks
-from rl.sft import REFERENCE_SHAPE
+from rl.grpo.rollout_bench import run_benchmarks
+from rl.sft.bench import REFERENCE_SHAPE
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/bench_rollout", "Where summary.json goes.")
 _TASKS = flags.DEFINE_integer("num_tasks", 16, "Tasks (groups) per rollout batch.")

@@ -11,8 +11,8 @@ import time
 
 from absl import flags
 
-from compoworld.generate import generate_tasks
-from compoworld.tasks import gate_failures, load_tasks, save_tasks
+from compoworld.tasks.generate import generate_tasks
+from compoworld.tasks.task import gate_failures, load_tasks, save_tasks
 from experiments.common import run_main, write_summary
 
 _NUM_TASKS = flags.DEFINE_integer("num_tasks", 10_000, "Tasks to generate.")

@@ -2,7 +2,7 @@
 
 ``python -m experiments.bench_train --workdir=DIR``: vocab 8192, hidden 256, 4 layers, 4 query /
 2 KV heads of dim 64, 8 experts top-2 of width 256, untied embeddings, batch 8 x 512 tokens,
-float32 (`rl.sft.REFERENCE_SHAPE`). Writes to ``DIR/summary.json``: the shape, tokens/s and MFU
+float32 (`rl.sft.bench.REFERENCE_SHAPE`). Writes to ``DIR/summary.json``: the shape, tokens/s and MFU
 (against the measured matmul peak), the settings (MoE backend, fused loss chunk), and the same
 figures for a baseline step timed in the same run, alternating with ours: every expert on every
 token (the "loop" backend) and the loss from full float32 logits, which is how Tunix's CPU path
@@ -19,7 +19,7 @@ from absl import flags
 import models
 from experiments.common import run_main, write_summary
 from experiments.peers.summary import peer_figure
-from rl.sft import REFERENCE_BATCH, REFERENCE_SHAPE, benchmark, reference_model_config
+from rl.sft.bench import REFERENCE_BATCH, REFERENCE_SHAPE, benchmark, reference_model_config
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/bench_train", "Where summary.json goes.")
 _STEPS = flags.DEFINE_integer("steps", 8, "Timed steps (of each of ours and the baseline).")

@@ -15,9 +15,9 @@ import os
 
 from absl import flags
 
-from compoworld.build import build_library
 from compoworld.llm import make_client
-from compoworld.synthesis import Synthesizer
+from compoworld.specs.build import build_library
+from compoworld.synthesis.synthesizer import Synthesizer
 from experiments.common import run_main, write_summary
 
 _SPECS = flags.DEFINE_string("specs", None, "Spec file (.jsonl corpus or tools/list .json).")

@@ -8,8 +8,8 @@ from ``$OPENAI_API_KEY`` and its endpoint from ``--base_url`` or ``$OPENAI_BASE_
 
 from absl import flags
 
-from compoworld.tasks import load_tasks
-from compoworld.trajectories import collect_trajectories
+from compoworld.agents.trajectories import collect_trajectories
+from compoworld.tasks.task import load_tasks
 from experiments.common import run_main, write_summary
 
 _TASKS = flags.DEFINE_string("tasks", None, "tasks.jsonl to play.", required=True)

@@ -1,7 +1,7 @@
 """How fast a policy shape learns in-context copying: ``python -m experiments.copy_probe
 --workdir=DIR [--length=128] [--steps=300] [--config=configs/sft.py:cpu] [--config.model...]``.
 
-Rows come from `rl.copying`: with ``--pattern=span`` each holds random tokens with one random
+Rows come from `rl.sft.copying`: with ``--pattern=span`` each holds random tokens with one random
 span of ``--repeat`` tokens written twice, the loss on the second copy (after its first token,
 which cannot be predicted); with ``--pattern=periodic`` one random block of ``--repeat`` tokens
 is written again and again, the loss on everything after the first block. A model that can copy
@@ -25,9 +25,9 @@ from ml_collections import config_flags
 from tqdm import tqdm
 
 from experiments.common import run_main, write_summary
-from rl import sft
-from rl.copying import PATTERNS, row_trainer
-from rl.plots import Curve, line_plot
+from rl.pipeline.plots import Curve, line_plot
+from rl.sft import trainer as sft
+from rl.sft.copying import PATTERNS, row_trainer
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/sft.py:cpu", "The SFT config.")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/copy_probe", "Where summary.json goes.")

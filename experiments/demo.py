@@ -31,12 +31,12 @@ _SEED = flags.DEFINE_integer("seed", 0, "--scenario: world seed of the scenario.
 def main(argv):
   del argv
   if _SCENARIO.value:
-    from compoworld.demo import run_demo
+    from compoworld.agents.demo import run_demo
     from envs.scenarios import community_meetup
 
     write_summary(_WORKDIR.value, run_demo(community_meetup(_SEED.value), _WORKDIR.value))
     return
-  from rl.pipeline import run
+  from rl.pipeline.run import run
 
   summary = run(_CONFIG.value, _WORKDIR.value, _STAGES.value)
   write_summary(_WORKDIR.value, summary)

@@ -9,8 +9,8 @@ few minutes (`make device-check`; ≤ 8 minutes on a GPU or TPU host). Writes ``
   process, same weights and tokens: float32 at the highest matmul precision (sort and ragged_dot
   MoE) and bfloat16 activations, each with its max abs difference and a pass/fail tolerance
   suited to the dtype (`PARITY_TOLERANCE`, `BF16_ERROR_FACTOR`);
-- ``train``: SFT train-step throughput (`rl.sft.benchmark`, what `experiments.bench_train` runs)
-  and ``sample``: sampler throughput (`rl.rollout_bench.sampler_throughput`, what
+- ``train``: SFT train-step throughput (`rl.sft.bench.benchmark`, what `experiments.bench_train` runs)
+  and ``sample``: sampler throughput (`rl.grpo.rollout_bench.sampler_throughput`, what
   `experiments.bench_rollout` runs), each with MFU against the device's dense bf16 peak
   (`PEAK_BF16_FLOPS`; null for a device not in the table) from the model's FLOP count
   (`models.flops.model_summary`);
@@ -47,9 +47,9 @@ import models
 from experiments.common import run_main, write_summary
 from models.benchmark import best_seconds
 from models.moe import MoE
-from rl.rollout_bench import sampler_throughput
-from rl.sft import (
-  benchmark,
+from rl.grpo.rollout_bench import sampler_throughput
+from rl.sft.bench import benchmark
+from rl.sft.trainer import (
   get_default_config,
   init_state,
   make_optimizer,
@@ -228,7 +228,7 @@ def logits_parity(
 
 
 def _random_batch(config: models.ModelConfig, batch: int, seq_len: int) -> dict[str, np.ndarray]:
-  """Full rows of random ids, every token a loss token (as `rl.sft.benchmark` builds them)."""
+  """Full rows of random ids, every token a loss token (as `rl.sft.bench.benchmark` builds them)."""
   tokens = np.random.default_rng(0).integers(0, config.vocab_size, (batch, seq_len + 1), np.int32)
   return {
     "tokens": tokens[:, :-1],
@@ -249,7 +249,7 @@ def sft_step_memory(
   device = jax.devices()[0]
   before = device.memory_stats() or {}
   mesh = models.make_mesh()
-  # The optimizer `rl.sft.benchmark` builds for `schedule_steps` steps: the same program.
+  # The optimizer `rl.sft.bench.benchmark` builds for `schedule_steps` steps: the same program.
   tx, schedule = make_optimizer(get_default_config(), schedule_steps)
   with models.use_mesh(mesh):
     graphdef, state = init_state(models.create_model(config, seed=0, mesh=mesh), tx, mesh)
@@ -260,7 +260,7 @@ def sft_step_memory(
       donate_argnums=0,
     )
     device_batch = shard_batch(_random_batch(config, batch, seq_len), mesh)
-  # Compiled and run outside the mesh context, as `rl.sft.benchmark` runs its step.
+  # Compiled and run outside the mesh context, as `rl.sft.bench.benchmark` runs its step.
   t0 = time.perf_counter()
   compiled = step.lower(state, device_batch).compile()
   compile_s = time.perf_counter() - t0
@@ -298,7 +298,7 @@ def sft_step_memory(
 def train_throughput(
   config: models.ModelConfig, size: dict[str, Any], peak: float | None
 ) -> dict[str, Any]:
-  """`rl.sft.benchmark` (bench_train's measurement) on `config`, with MFU against `peak` times
+  """`rl.sft.bench.benchmark` (bench_train's measurement) on `config`, with MFU against `peak` times
   the devices it ran on."""
   summary = benchmark(
     config,
@@ -321,7 +321,7 @@ def train_throughput(
 def sample_throughput(
   config: models.ModelConfig, size: dict[str, Any], peak: float | None
 ) -> dict[str, Any]:
-  """`rl.rollout_bench.sampler_throughput` (bench_rollout's sampler measurement) on `config` on
+  """`rl.grpo.rollout_bench.sampler_throughput` (bench_rollout's sampler measurement) on `config` on
   the default device, with MFU from the forward FLOPs per token at the final context length
   (sampled tokens only; the prefill's work is not counted, so it is a lower bound)."""
   batch, prompt, new = size["sample_batch"], size["prompt_len"], size["new_tokens"]

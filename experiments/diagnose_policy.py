@@ -4,13 +4,13 @@
 Teacher-forced on the reference (oracle) trajectories: the share of assistant turns the policy's
 greedy argmax reproduces, split into the opening sentence, the call header (service and tool),
 the arguments and the final answer, and each argument value by whether it is copied from the
-conversation or written (``rl.diagnose``).
+conversation or written (``rl.pipeline.diagnose``).
 """
 
 from absl import flags
 
 from experiments.common import run_main, write_summary
-from rl.diagnose import diagnose_policy
+from rl.pipeline.diagnose import diagnose_policy
 
 _POLICY = flags.DEFINE_string("policy", None, "An exported policy (an SFT or GRPO run's policy/).")
 _TRAJECTORIES = flags.DEFINE_string("trajectories", None, "Reference trajectories (JSONL).")

@@ -9,7 +9,7 @@ against the size) and ``summary.json``. CPU default sizes: 16, 32, 64, 128.
 """
 
 from experiments._experiment import run_experiment
-from rl.sft_experiments import env_scaling
+from rl.pipeline.sft_experiments import env_scaling
 
 if __name__ == "__main__":
   run_experiment(env_scaling, "env_scaling")

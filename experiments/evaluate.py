@@ -6,16 +6,16 @@
 ``DIR/results.jsonl`` (per task: every sample's trajectory and verdict), ``DIR/results.md``
 (the tables), PNG plots and ``DIR/summary.json`` (pass rate, rubric score, pass^k, breakdowns,
 and the split when the file came from ``experiments.split_tasks``). ``--constrained`` decodes a
-checkpoint's tool calls under the tools' grammar (``rl.constrained``; what ``call_tool`` passes on
-under the called tool's schema, ``rl.arguments``), so they always parse;
-``--grounded`` copies the strings they pass on from the conversation (``rl.arguments``).
+checkpoint's tool calls under the tools' grammar (``rl.decoding.constrained``; what ``call_tool`` passes on
+under the called tool's schema, ``rl.decoding.arguments``), so they always parse;
+``--grounded`` copies the strings they pass on from the conversation (``rl.decoding.arguments``).
 ``openai:`` reads its key from ``$OPENAI_API_KEY`` and its endpoint from ``--base_url`` or
 ``$OPENAI_BASE_URL``.
 """
 
 from absl import flags
 
-from compoworld.evaluation import MAX_TURNS, run_evaluation
+from compoworld.agents.evaluation import MAX_TURNS, run_evaluation
 from experiments.common import run_main, write_summary
 
 _AGENT = flags.DEFINE_string("agent", "oracle", "oracle, openai:MODEL or checkpoint:DIR.")
@@ -42,7 +42,7 @@ _CONSTRAINED = flags.DEFINE_bool(
 _GROUNDED = flags.DEFINE_bool(
   "grounded",
   False,
-  "checkpoint: copy the strings tool calls pass on from the conversation (rl.arguments).",
+  "checkpoint: copy the strings tool calls pass on from the conversation (rl.decoding.arguments).",
 )
 
 

@@ -11,8 +11,8 @@ earlier steps.
 from absl import flags
 
 from experiments.common import run_main
-from rl.policy import find_checkpoint
-from rl.sft import export_checkpoint
+from rl.serve.policy import find_checkpoint
+from rl.sft.trainer import export_checkpoint
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The SFT run's workdir (its config.json).")
 _STEP = flags.DEFINE_integer("step", -1, "The checkpoint's step; -1: the latest.")

@@ -8,13 +8,13 @@ import os
 
 from absl import flags
 
-from compoworld.build import load_compiled_library
-from compoworld.domains import DOMAINS
-from compoworld.facets import facets
-from compoworld.generate import generate_tasks
+from compoworld.agents.llm_author import LLMAuthor
 from compoworld.llm import make_client
-from compoworld.llm_author import LLMAuthor
-from compoworld.tasks import save_tasks
+from compoworld.runtime.domains import DOMAINS
+from compoworld.specs.build import load_compiled_library
+from compoworld.tasks.facets import facets
+from compoworld.tasks.generate import generate_tasks
+from compoworld.tasks.task import save_tasks
 from experiments.common import run_main, write_summary
 
 _NUM_TASKS = flags.DEFINE_integer("num_tasks", 100, "Task indices to generate.")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from absl import flags
 
-from compoworld.library import library_stats, manifest
+from compoworld.specs.library import library_stats, manifest
 from experiments.common import run_main, write_summary
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/library_stats", "Where results are written.")

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from absl import flags
 
-from compoworld.generate import generate_tasks
-from compoworld.tasks import save_tasks
+from compoworld.tasks.generate import generate_tasks
+from compoworld.tasks.task import save_tasks
 from experiments.common import run_main, write_summary
 
 SUITE = "@modelcontextprotocol/conformance@0.1.16"

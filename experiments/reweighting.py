@@ -10,7 +10,7 @@ and ``summary.json``.
 """
 
 from experiments._experiment import run_experiment
-from rl.reweighting import reweighting
+from rl.pipeline.reweighting import reweighting
 
 if __name__ == "__main__":
   run_experiment(reweighting, "reweighting")

@@ -13,7 +13,7 @@ import sys
 
 from absl import flags
 
-from compoworld.mcp_server import DEFAULT_MAX_SESSIONS, load_task, serve
+from compoworld.serve.mcp_server import DEFAULT_MAX_SESSIONS, load_task, serve
 from experiments.common import run_main, write_summary
 
 _TASKS = flags.DEFINE_string("tasks", None, "tasks.jsonl file holding the task.", required=True)

@@ -3,12 +3,12 @@
 ``python -m experiments.serve_policy --checkpoint=DIR [--port=P --host=127.0.0.1
 --model_name=NAME]``. ``DIR`` holds ``config.json``, the tokenizer (``tokenizer.model`` or
 ``tokenizer.json``) and an Orbax checkpoint (``DIR/checkpoints/<step>/``, the latest served, or
-``DIR`` itself); see ``rl.policy``. Any OpenAI client then works with
+``DIR`` itself); see ``rl.serve.policy``. Any OpenAI client then works with
 ``base_url=http://HOST:PORT/v1`` and ``model=NAME``. On Ctrl-C, ``summary.json`` in ``--workdir``
 records what was served. Requests with ``tool_choice="required"`` or a named function are always
-decoded under the tools' grammar (``rl.constrained``); ``--constrained`` does so for
+decoded under the tools' grammar (``rl.decoding.constrained``); ``--constrained`` does so for
 ``tool_choice="auto"`` too. ``--grounded`` makes the strings ``call_tool`` passes on whole-word
-copies out of the conversation (``rl.arguments``).
+copies out of the conversation (``rl.decoding.arguments``).
 """
 
 import os
@@ -16,7 +16,7 @@ import os
 from absl import flags
 
 from experiments.common import run_main, write_summary
-from rl.policy_server import serve
+from rl.serve.server import serve
 
 _CHECKPOINT = flags.DEFINE_string("checkpoint", None, "Checkpoint or run directory.", required=True)
 _HOST = flags.DEFINE_string("host", "127.0.0.1", "Bind address (non-loopback needs --api_key).")
@@ -35,7 +35,7 @@ _CONSTRAINED = flags.DEFINE_bool(
 _GROUNDED = flags.DEFINE_bool(
   "grounded",
   False,
-  "Copy the strings call_tool passes on from the conversation (rl.arguments).",
+  "Copy the strings call_tool passes on from the conversation (rl.decoding.arguments).",
 )
 _WORKDIR = flags.DEFINE_string("workdir", "runs/serve_policy", "Where summary.json goes.")
 

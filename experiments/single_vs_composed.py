@@ -6,11 +6,11 @@ single-service tasks and from composed tasks, both scored on held-out composed t
 per seed and, in ``DIR``, bar plots ``pass_rate.png``, ``rubric_score.png``, ``eval_loss.png``
 (mean and 95% t-interval over seeds per arm) and ``summary.json``. The "single" arm is K = 1
 (``--config.single_k``): every walk stays in one service, revisiting it with the service as its
-own bridge where it can (``compoworld.walks.sample_single_walk``); composed is K = 4.
+own bridge where it can (``compoworld.tasks.walks.sample_single_walk``); composed is K = 4.
 """
 
 from experiments._experiment import run_experiment
-from rl.sft_experiments import single_vs_composed
+from rl.pipeline.sft_experiments import single_vs_composed
 
 if __name__ == "__main__":
   run_experiment(single_vs_composed, "single_vs_composed")

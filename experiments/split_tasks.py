@@ -8,8 +8,8 @@ import os
 
 from absl import flags
 
-from compoworld.splits import SPLITS, split_by_services
-from compoworld.tasks import load_tasks, save_tasks
+from compoworld.tasks.splits import SPLITS, split_by_services
+from compoworld.tasks.task import load_tasks, save_tasks
 from experiments.common import run_main, write_summary
 
 _TASKS = flags.DEFINE_string("tasks", None, "tasks.jsonl to split.", required=True)

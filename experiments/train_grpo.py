@@ -16,7 +16,7 @@ from ml_collections import config_flags
 
 from experiments.common import run_main, write_summary
 from rl import distributed
-from rl.grpo import train
+from rl.grpo.trainer import train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "GRPO config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", "runs/grpo", "Checkpoints, metrics and summary.json.")

@@ -13,7 +13,7 @@ from ml_collections import config_flags
 
 from experiments.common import run_main, write_summary
 from rl import distributed
-from rl.sft import train
+from rl.sft.trainer import train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "SFT config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", "runs/sft", "Checkpoints, metrics and summary.json.")

@@ -8,9 +8,9 @@ SentencePiece model with the chat format's special tokens reserved, and writes
 
 from absl import flags
 
-from compoworld.tasks import load_tasks
+from compoworld.tasks.task import load_tasks
 from experiments.common import run_main, write_summary
-from rl.corpus import train_tokenizer
+from rl.data.corpus import train_tokenizer
 
 _TASKS = flags.DEFINE_string("tasks", None, "tasks.jsonl whose trajectories form the corpus.")
 _VOCAB_SIZE = flags.DEFINE_integer("vocab_size", 8192, "Vocabulary size (above ~300).")

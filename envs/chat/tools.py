@@ -19,8 +19,8 @@ from typing import Annotated
 from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
-from compoworld.fields import Limit, Offset, Text
-from compoworld.query import page_of, paginate, text_matches
+from compoworld.runtime.fields import Limit, Offset, Text
+from compoworld.runtime.query import page_of, paginate, text_matches
 from envs._world import COMPANIES, world
 from envs.chat.state import (
   CHANNELS,

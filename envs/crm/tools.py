@@ -18,8 +18,8 @@ from __future__ import annotations
 from datetime import date, datetime
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
-from compoworld.fields import Email, Limit, Money, Offset, Text
-from compoworld.query import page_of, paginate
+from compoworld.runtime.fields import Email, Limit, Money, Offset, Text
+from compoworld.runtime.query import page_of, paginate
 from envs._world import world
 from envs.crm.data import CrmData
 from envs.crm.state import (

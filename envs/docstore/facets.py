@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from compoworld.authoring import AuthorContext, AuthoringError
-from compoworld.facets import Found, Sink, Value, facets
-from compoworld.rubric import exists, record_is, where
+from compoworld.tasks.authoring import AuthorContext, AuthoringError
+from compoworld.tasks.facets import Found, Sink, Value, facets
+from compoworld.tasks.rubric import exists, record_is, where
 from envs._facets_common import colleague, iso, topic
 from envs._world import world
 from envs.docstore.state import PER_DIEM, _contract, _prose, split_pages

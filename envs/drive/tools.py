@@ -24,8 +24,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, Table, registry, tool
-from compoworld.fields import Email, Limit, Offset
-from compoworld.query import paginate, text_matches
+from compoworld.runtime.fields import Email, Limit, Offset
+from compoworld.runtime.query import paginate, text_matches
 from envs._world import world
 from envs.drive.data import DriveData
 from envs.drive.state import (

@@ -35,8 +35,8 @@ from compoworld import (
   registry,
   tool,
 )
-from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import page_of
+from compoworld.runtime.fields import Email, Limit, Offset, Text
+from compoworld.runtime.query import page_of
 from envs._world import FIRST, LAST, world
 
 SubscriberStatus = Literal["subscribed", "unsubscribed", "cleaned"]

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 from compoworld import Record, ServiceState, Table
-from compoworld.fields import Email, Text
+from compoworld.runtime.fields import Email, Text
 
 EnvelopeStatus = Literal["draft", "sent", "completed", "declined", "voided"]
 SignerStatus = Literal["pending", "sent", "signed", "declined"]

@@ -24,8 +24,8 @@ import random
 from datetime import datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
-from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import page_of, paginate, text_matches
+from compoworld.runtime.fields import Email, Limit, Offset, Text
+from compoworld.runtime.query import page_of, paginate, text_matches
 from envs._world import FIRST, LAST, Contact, world
 from envs.esign.state import (
   REMINDER_GAP,

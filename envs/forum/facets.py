@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from compoworld.authoring import AuthorContext
-from compoworld.facets import Found, Sink, Value, facets
-from compoworld.rubric import exists, where
+from compoworld.tasks.authoring import AuthorContext
+from compoworld.tasks.facets import Found, Sink, Value, facets
+from compoworld.tasks.rubric import exists, where
 from envs._facets_common import colleague, iso, topic
 
 S = "forum"

@@ -16,8 +16,8 @@ from datetime import timedelta
 from typing import Literal
 
 from compoworld import Conflict, NotFound, Service, registry, tool
-from compoworld.fields import Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.runtime.fields import Limit, Offset, Text
+from compoworld.runtime.query import paginate, text_matches
 from envs._world import world
 from envs.forum.state import (
   POSTS,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from compoworld.authoring import AuthorContext, AuthoringError
-from compoworld.facets import Found, Revisit, Sink, Value, facets
-from compoworld.rubric import exists, where
+from compoworld.tasks.authoring import AuthorContext, AuthoringError
+from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.rubric import exists, where
 from envs._facets_common import amount_is, currency_of, iso, money, topic
 from envs._world import world
 

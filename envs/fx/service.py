@@ -33,8 +33,8 @@ from compoworld import (
   registry,
   tool,
 )
-from compoworld.fields import Limit, Offset
-from compoworld.query import page_of, paginate
+from compoworld.runtime.fields import Limit, Offset
+from compoworld.runtime.query import page_of, paginate
 from envs._world import world
 
 Code = Annotated[str, Field(min_length=3, max_length=3, description="An ISO 4217 code.")]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
-from compoworld.authoring import AuthorContext
-from compoworld.facets import Found, Sink, Value, facets
-from compoworld.rubric import exists, where
+from compoworld.tasks.authoring import AuthorContext
+from compoworld.tasks.facets import Found, Sink, Value, facets
+from compoworld.tasks.rubric import exists, where
 from envs.geo.service import forecast_id
 
 S = "geo"

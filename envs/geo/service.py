@@ -30,8 +30,8 @@ from compoworld import (
   registry,
   tool,
 )
-from compoworld.fields import Limit, Offset, Text
-from compoworld.query import page_of
+from compoworld.runtime.fields import Limit, Offset, Text
+from compoworld.runtime.query import page_of
 from envs._world import CITIES, LAST, STREETS, world
 
 PlaceKind = Literal["venue", "cafe", "library", "park", "station"]

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from compoworld.authoring import AuthorContext
-from compoworld.facets import Found, Revisit, Sink, Value, facets
-from compoworld.rubric import all_of, exists, record_is, where
+from compoworld.tasks.authoring import AuthorContext
+from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import iso, time_label, topic, user_email
 from envs.helpdesk.state import SLA_HOURS
 

@@ -24,8 +24,8 @@ from collections import Counter
 from datetime import timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
-from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import page_of, paginate, text_matches
+from compoworld.runtime.fields import Email, Limit, Offset, Text
+from compoworld.runtime.query import page_of, paginate, text_matches
 from envs._world import world
 from envs.helpdesk.data import HelpdeskData
 from envs.helpdesk.state import (

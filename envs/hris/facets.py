@@ -7,9 +7,9 @@ from collections import defaultdict
 from collections.abc import Callable
 from datetime import timedelta
 
-from compoworld.authoring import AuthorContext, AuthoringError
-from compoworld.facets import Found, Revisit, Sink, Value, facets
-from compoworld.rubric import all_of, exists, record_is, where
+from compoworld.tasks.authoring import AuthorContext, AuthoringError
+from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import day_of, in_use, iso, user_email
 from envs._world import DEPARTMENTS, TITLES
 from envs.hris.service import LEAVE_NOTES, Employee

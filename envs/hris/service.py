@@ -31,8 +31,8 @@ from compoworld import (
   registry,
   tool,
 )
-from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import paginate, text_matches
+from compoworld.runtime.fields import Email, Limit, Offset, Text
+from compoworld.runtime.query import paginate, text_matches
 from envs._world import DEPARTMENTS, world
 
 Status = Literal["active", "on_leave", "terminated"]

@@ -25,8 +25,8 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
-from compoworld.fields import Limit, Offset, Text
-from compoworld.query import page_of, paginate, text_matches
+from compoworld.runtime.fields import Limit, Offset, Text
+from compoworld.runtime.query import page_of, paginate, text_matches
 from envs._world import CITIES, world
 from envs.inventory.state import (
   ADJUSTMENT_NOTES,

@@ -8,9 +8,9 @@ import math
 from datetime import datetime, time, timedelta
 from typing import Any
 
-from compoworld.authoring import AuthorContext, AuthoringError
-from compoworld.facets import Found, Revisit, Sink, Value, facets
-from compoworld.rubric import all_of, exists, record_is, where
+from compoworld.tasks.authoring import AuthorContext, AuthoringError
+from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import amount_is, currency_of, fresh_number, iso, money, topic
 from envs.invoicing.state import PRICE_LIST_RATE, _totals
 from envs.invoicing.tools import InvoicingService

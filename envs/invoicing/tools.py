@@ -24,8 +24,8 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
-from compoworld.fields import Limit, Offset, Text
-from compoworld.query import page_of, paginate, text_matches
+from compoworld.runtime.fields import Limit, Offset, Text
+from compoworld.runtime.query import page_of, paginate, text_matches
 from envs.invoicing.data import InvoicingData
 from envs.invoicing.state import (
   OPEN,

@@ -19,8 +19,8 @@ import random
 from datetime import timedelta
 
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
-from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import page_of, paginate, text_matches
+from compoworld.runtime.fields import Email, Limit, Offset, Text
+from compoworld.runtime.query import page_of, paginate, text_matches
 from envs._world import world
 from envs.docstore import snippet
 from envs.knowledge_base.state import (

@@ -25,8 +25,8 @@ from datetime import date, datetime, timedelta
 from typing import Literal
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, Unprocessable, registry, tool
-from compoworld.fields import Limit, Offset, Text
-from compoworld.query import page_of
+from compoworld.runtime.fields import Limit, Offset, Text
+from compoworld.runtime.query import page_of
 from envs._world import world
 from envs.ledger.state import (
   BILL_ACCOUNT,

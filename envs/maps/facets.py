@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from itertools import pairwise
 
-from compoworld.authoring import AuthorContext, AuthoringError
-from compoworld.facets import Found, Revisit, Sink, Value, facets
-from compoworld.rubric import all_of, exists, record_is, where
+from compoworld.tasks.authoring import AuthorContext, AuthoringError
+from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import iso, time_label, topic, user_email
 from envs._world import world
 from envs.maps.state import haversine_km, travel

@@ -30,8 +30,8 @@ from typing import Annotated
 from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
-from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import page_of
+from compoworld.runtime.fields import Email, Limit, Offset, Text
+from compoworld.runtime.query import page_of
 from envs._world import CITIES, STREETS, world
 from envs.maps.state import (
   AIRPORTS,

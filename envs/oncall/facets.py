@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from compoworld.authoring import AuthorContext, AuthoringError
-from compoworld.facets import Found, Revisit, Sink, Value, facets
-from compoworld.rubric import exists, where
-from compoworld.tasks import Patch
+from compoworld.tasks.authoring import AuthorContext, AuthoringError
+from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.rubric import exists, where
+from compoworld.tasks.task import Patch
 from envs._facets_common import colleague, employee, iso, time_label
 from envs._world import world
 from envs.oncall.state import ALERTS

@@ -27,8 +27,8 @@ from typing import Literal
 
 from compoworld import Conflict, InvalidArgument, NotFound, registry, tool
 from compoworld import Service as ServiceBase
-from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import page_of, paginate, text_matches
+from compoworld.runtime.fields import Email, Limit, Offset, Text
+from compoworld.runtime.query import page_of, paginate, text_matches
 from envs._world import world
 from envs.oncall.data import OncallData
 from envs.oncall.state import (

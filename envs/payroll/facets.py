@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import date
 
-from compoworld.authoring import AuthorContext, AuthoringError
-from compoworld.facets import Found, Revisit, Sink, Value, facets
-from compoworld.rubric import exists, where
+from compoworld.tasks.authoring import AuthorContext, AuthoringError
+from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.rubric import exists, where
 from envs._facets_common import amount_of, currency_of, home_money, in_use, iso, topic
 from envs._world import world
 from envs.payroll.service import Compensation, _payslip

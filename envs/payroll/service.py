@@ -35,8 +35,8 @@ from compoworld import (
   registry,
   tool,
 )
-from compoworld.fields import Limit, Money, Offset, Text
-from compoworld.query import page_of
+from compoworld.runtime.fields import Limit, Money, Offset, Text
+from compoworld.runtime.query import page_of
 from envs._world import world
 
 Frequency = Literal["monthly", "semi_monthly"]

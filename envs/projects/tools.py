@@ -22,8 +22,8 @@ from __future__ import annotations
 from datetime import date
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
-from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import page_of, paginate, text_matches
+from compoworld.runtime.fields import Email, Limit, Offset, Text
+from compoworld.runtime.query import page_of, paginate, text_matches
 from envs._world import world
 from envs.projects.data import ProjectsData
 from envs.projects.state import (

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from compoworld import Record, ServiceState, Table
-from compoworld.fields import Text
+from compoworld.runtime.fields import Text
 
 POStatus = Literal["draft", "submitted", "approved", "partially_received", "received", "cancelled"]
 Quantity = Annotated[int, Field(ge=1, le=1_000_000, description="A number of units (> 0).")]

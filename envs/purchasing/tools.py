@@ -21,8 +21,8 @@ import random
 from datetime import date, datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
-from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import page_of
+from compoworld.runtime.fields import Email, Limit, Offset, Text
+from compoworld.runtime.query import page_of
 from envs._world import world
 from envs.purchasing.state import (
   APPROVAL_LIMIT,

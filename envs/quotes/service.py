@@ -33,8 +33,8 @@ from compoworld import (
   registry,
   tool,
 )
-from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import page_of
+from compoworld.runtime.fields import Email, Limit, Offset, Text
+from compoworld.runtime.query import page_of
 from envs._world import world
 
 Status = Literal["draft", "pending_approval", "approved", "sent", "accepted", "rejected", "expired"]

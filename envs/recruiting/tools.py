@@ -26,8 +26,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
-from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import page_of
+from compoworld.runtime.fields import Email, Limit, Offset, Text
+from compoworld.runtime.query import page_of
 from envs._world import COMPANIES, CUSTOMER_NAMES, FIRST, LAST, TITLES, world
 from envs.recruiting.state import (
   FINAL,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
-from compoworld.authoring import AuthorContext, AuthoringError
-from compoworld.facets import Found, Revisit, Sink, Value, facets
-from compoworld.rubric import all_of, exists, record_is, where
+from compoworld.tasks.authoring import AuthorContext, AuthoringError
+from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import colleague, day_of, fresh_number, iso, s0_now, today
 from envs._world import CITIES, world
 from envs.shipping.state import CARRIERS, HOME_COUNTRY, LEVELS, tracking_number

@@ -27,8 +27,8 @@ from typing import Annotated
 from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
-from compoworld.fields import Limit, Offset, Text
-from compoworld.query import page_of, paginate
+from compoworld.runtime.fields import Limit, Offset, Text
+from compoworld.runtime.query import page_of, paginate
 from envs._world import CITIES, STREETS, world
 from envs.shipping.state import (
   CARRIERS,

@@ -20,8 +20,8 @@ import random
 from datetime import datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
-from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import page_of, paginate, text_matches
+from compoworld.runtime.fields import Email, Limit, Offset, Text
+from compoworld.runtime.query import page_of, paginate, text_matches
 from envs._world import COMPANIES, world
 from envs.simosphere.state import (
   DRAFTS,

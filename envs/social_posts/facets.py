@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
-from compoworld.authoring import AuthorContext, AuthoringError
-from compoworld.facets import Found, Revisit, Sink, Value, facets
-from compoworld.rubric import all_of, exists, record_is, where
+from compoworld.tasks.authoring import AuthorContext, AuthoringError
+from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import colleague, employee, future_time, iso, time_label, topic
 from envs._world import world
 

@@ -33,8 +33,8 @@ from compoworld import (
   registry,
   tool,
 )
-from compoworld.fields import Limit, Offset, Text
-from compoworld.query import page_of, paginate
+from compoworld.runtime.fields import Limit, Offset, Text
+from compoworld.runtime.query import page_of, paginate
 from envs._world import world
 
 Network = Literal["twitter", "linkedin", "instagram", "facebook"]

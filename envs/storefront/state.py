@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from compoworld import Record, ServiceState, Table
-from compoworld.fields import Text
+from compoworld.runtime.fields import Text
 
 OrderStatus = Literal["pending", "paid", "fulfilled", "cancelled", "refunded"]
 PaymentMethod = Literal["card", "paypal", "bank_transfer", "gift_card"]

@@ -26,8 +26,8 @@ from typing import Annotated
 from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
-from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import page_of, paginate
+from compoworld.runtime.fields import Email, Limit, Offset, Text
+from compoworld.runtime.query import page_of, paginate
 from envs._world import world
 from envs.storefront.data import StorefrontData
 from envs.storefront.state import (

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
-from compoworld.authoring import AuthorContext, AuthoringError
-from compoworld.facets import Found, Revisit, Sink, Value, facets
-from compoworld.rubric import all_of, exists, record_is, where
+from compoworld.tasks.authoring import AuthorContext, AuthoringError
+from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import day_label, day_of, in_use, iso, today, user_email
 from envs.timeoff.service import NOTES, Employee, _business_days, _overlapping
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime, timedelta
 
-from compoworld.authoring import AuthorContext, AuthoringError
-from compoworld.facets import Found, Revisit, Sink, Value, facets
-from compoworld.rubric import exists, where
+from compoworld.tasks.authoring import AuthorContext, AuthoringError
+from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.rubric import exists, where
 from envs._facets_common import iso, topic, user_email
 from envs._world import world
 from envs.warehouse.state import execute

@@ -26,8 +26,8 @@ from datetime import date, timedelta
 from typing import Literal
 
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
-from compoworld.fields import Email, Limit, Offset, Text
-from compoworld.query import page_of, paginate
+from compoworld.runtime.fields import Email, Limit, Offset, Text
+from compoworld.runtime.query import page_of, paginate
 from envs._world import world
 from envs.warehouse.state import (
   SQL_TABLES,

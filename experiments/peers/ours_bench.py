@@ -1,11 +1,11 @@
 """Our side of ``experiments.bench_peers``: one benchmark worker, driven over stdin/stdout with the
 same protocol and the same ``--bench`` / ``--shape`` / ``--config`` as ``tunix_bench.py``.
 
-- ``sft``: ``rl.sft``'s jitted, donated train step (the paper's SFT optimizer, fused head loss,
+- ``sft``: ``rl.sft.trainer``'s jitted, donated train step (the paper's SFT optimizer, fused head loss,
   sorted MoE dispatch: what ``experiments.bench_train`` times) on random full rows;
-- ``sampler``: the rollout engine's device path (``rl.rollout_bench.sampler_run``: prefill, then one
-  ``rl.rollout.sample_turn`` of exactly ``new_tokens`` per row at temperature 1);
-- ``grpo``: one GRPO step (``rl.grpo_bench.grpo_stepper``: sampling, then the update), ``beta`` the
+- ``sampler``: the rollout engine's device path (``rl.grpo.rollout_bench.sampler_run``: prefill, then one
+  ``rl.grpo.rollout.sample_turn`` of exactly ``new_tokens`` per row at temperature 1);
+- ``grpo``: one GRPO step (``rl.grpo.bench.grpo_stepper``: sampling, then the update), ``beta`` the
   KL coefficient (``GRPOLossConfig.kl_coef``; > 0 keeps a frozen reference).
 
 ``python -m experiments.peers.ours_bench --bench=sft --shape=JSON --config=JSON``.
@@ -23,9 +23,9 @@ import jax
 import numpy as np
 
 import models
-from rl import sft
-from rl.grpo_bench import grpo_stepper
-from rl.rollout_bench import sampler_run
+from rl.grpo.bench import grpo_stepper
+from rl.grpo.rollout_bench import sampler_run
+from rl.sft import bench as sft
 
 MARK = "@@peer "
 
@@ -40,7 +40,7 @@ def serve(run_repeat, steps: int) -> None:
 
 
 def model_config(shape: dict) -> models.ModelConfig:
-  """The reference shape's config (`rl.sft.reference_model_config`) with `shape`'s dimensions."""
+  """The reference shape's config (`rl.sft.bench.reference_model_config`) with `shape`'s dimensions."""
   keys = (
     "vocab_size", "d_model", "num_layers", "num_heads", "num_kv_heads", "head_dim",
     "num_experts", "num_experts_per_tok", "expert_dim", "tie_embeddings",
@@ -52,7 +52,7 @@ def bench_sft(config: models.ModelConfig, bench: dict, steps: int, warmup: int) 
   batch_size, seq_len = bench["batch_size"], bench["seq_len"]
   tokens = np.random.default_rng(0).integers(0, config.vocab_size, (batch_size, seq_len + 1))
   tokens = tokens.astype(np.int32)
-  batch = {  # as rl.sft.benchmark builds it: every token a loss token
+  batch = {  # as rl.sft.bench.benchmark builds it: every token a loss token
     "tokens": tokens[:, :-1],
     "targets": tokens[:, 1:],
     "loss_mask": np.ones((batch_size, seq_len), np.int32),
@@ -60,7 +60,7 @@ def bench_sft(config: models.ModelConfig, bench: dict, steps: int, warmup: int) 
     "positions": np.broadcast_to(np.arange(seq_len, dtype=np.int32), (batch_size, seq_len)),
   }
   t0 = time.perf_counter()
-  run, _, _ = sft._bench_step(  # the step `rl.sft.benchmark` times; its first call compiles
+  run, _, _ = sft._bench_step(  # the step `rl.sft.bench.benchmark` times; its first call compiles
     config, batch, steps=10**6, grad_accum=1, loss_chunk=0, mesh=models.make_mesh()
   )
   for _ in range(warmup - 1):

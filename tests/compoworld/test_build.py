@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from compoworld import compiler
-from compoworld.build import build_library, load_compiled_library, read_manifest
-from compoworld.compiled import CompiledService
-from compoworld.registry import Registry, registry
-from compoworld.validator import validate
+from compoworld.runtime.registry import Registry, registry
+from compoworld.specs import compiler
+from compoworld.specs.build import build_library, load_compiled_library, read_manifest
+from compoworld.specs.compiled import CompiledService
+from compoworld.specs.validator import validate
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,7 +100,7 @@ def test_the_default_registry_holds_both_once_loaded(built):
   # in a child process: the default registry of this one must stay hand-written
   code = (
     "import sys; from compoworld import registry, ComposedEnv; "
-    "from compoworld.build import load_compiled_library; "
+    "from compoworld.specs.build import load_compiled_library; "
     "load_compiled_library(sys.argv[1]); "
     "env = ComposedEnv.from_services(['notes_server', 'calendar'], seed=1); "
     "print(len(registry.names()), env.call('notes_server__list_folders', {})['ok'])"

@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 
-import compoworld.env
-import compoworld.generate
-from compoworld.build import build_library, load_compiled_library
-from compoworld.facets import FacetRegistry, facets
-from compoworld.generate import generate_one
-from compoworld.registry import Registry, registry
-from compoworld.tasks import gate_failures
+import compoworld.compose.env
+import compoworld.tasks.generate
+from compoworld.runtime.registry import Registry, registry
+from compoworld.specs.build import build_library, load_compiled_library
+from compoworld.tasks.facets import FacetRegistry, facets
+from compoworld.tasks.generate import generate_one
+from compoworld.tasks.task import gate_failures
 
 DATA = Path(__file__).parent / "data"
 HAND_WRITTEN = ("crm", "helpdesk", "chat", "calendar", "drive", "simosphere", "projects")
@@ -30,8 +30,8 @@ def _own_registry(monkeypatch) -> Registry:
   reg = Registry(providers=())
   for name in registry.names():
     reg.register(registry.get(name))
-  monkeypatch.setattr(compoworld.env, "registry", reg)
-  monkeypatch.setattr(compoworld.generate, "registry", reg)
+  monkeypatch.setattr(compoworld.compose.env, "registry", reg)
+  monkeypatch.setattr(compoworld.tasks.generate, "registry", reg)
   return reg
 
 
@@ -82,7 +82,7 @@ CORPUS = Path(__file__).resolve().parents[3] / "shared" / "mcp_specs" / "tools.j
 
 
 def test_compiled_names_read_as_words():
-  from compoworld.compiled_facets import _article, display_name
+  from compoworld.specs.compiled_facets import _article, display_name
 
   assert display_name("HubSpot MCP", "hubspot_mcp") == "HubSpot"
   assert display_name("google_calendar", "google_calendar_klavis") == "Google Calendar"
@@ -149,11 +149,11 @@ def test_instructions_over_compiled_corpus_services_read_well(tmp_path, monkeypa
 def test_a_simulated_read_of_the_outside_is_a_source_that_answers_the_same_all_episode(monkeypatch):
   import random
 
-  from compoworld.authoring import AuthorContext
-  from compoworld.compiled_facets import register_facets
-  from compoworld.compiler import compile_service
-  from compoworld.env import ComposedEnv
-  from compoworld.specs import McpTool, ServiceSpec
+  from compoworld.compose.env import ComposedEnv
+  from compoworld.specs.compiled_facets import register_facets
+  from compoworld.specs.compiler import compile_service
+  from compoworld.specs.ingest import McpTool, ServiceSpec
+  from compoworld.tasks.authoring import AuthorContext
 
   def tool(name, props, **extra):
     schema = {"type": "object", "properties": props, "required": list(props)}

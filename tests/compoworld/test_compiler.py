@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from compoworld.compiled import CompiledService
-from compoworld.compiler import compile_service, port_of
-from compoworld.env import ComposedEnv
-from compoworld.registry import registry
-from compoworld.service import Service
-from compoworld.specs import read_specs
+from compoworld.compose.env import ComposedEnv
+from compoworld.runtime.registry import registry
+from compoworld.runtime.service import Service
+from compoworld.specs.compiled import CompiledService
+from compoworld.specs.compiler import compile_service, port_of
+from compoworld.specs.ingest import read_specs
 
 DATA = Path(__file__).parent / "data"
 

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 from openai.types.chat import ChatCompletionFunctionTool
 
-import compoworld.env as env_module
+import compoworld.compose.env as env_module
 from compoworld import (
   META_TOOL_NAMES,
   META_TOOLS,
@@ -26,7 +26,7 @@ from compoworld import (
   registry,
   tool,
 )
-from compoworld.registry import UnknownService
+from compoworld.runtime.registry import UnknownService
 from envs.calendar import CalendarService
 from tests.contract import call_ok
 
@@ -559,7 +559,9 @@ def test_a_private_registry():
 def test_registry_loads_once_for_threads_that_ask_at_once(monkeypatch):
   # Episodes played on threads all reach the first lookup together: none may see the
   # registry before its providers have finished registering.
-  registry_module = sys.modules["compoworld.registry"]  # the package's `registry` is the object
+  registry_module = sys.modules[
+    "compoworld.runtime.registry"
+  ]  # the package's `registry` is the object
   reg, imports = Registry(providers=("slow_provider",)), []
 
   def slow_import(module):

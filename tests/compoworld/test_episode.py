@@ -1,9 +1,9 @@
 import json
 
-from compoworld.agents import AGENTS, Agent, make_agent, tool_call_message
-from compoworld.benchmark import bench_env
-from compoworld.demo import run_demo
-from compoworld.episode import run_episode
+from compoworld.agents.agent import AGENTS, Agent, make_agent, tool_call_message
+from compoworld.agents.demo import run_demo
+from compoworld.agents.episode import run_episode
+from compoworld.compose.benchmark import bench_env
 from envs.scenarios import community_meetup
 
 

@@ -11,9 +11,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from compoworld.agents import Agent, tool_call_message
-from compoworld.env import META_TOOL_NAMES
-from compoworld.evaluation import (
+from compoworld.agents.agent import Agent, tool_call_message
+from compoworld.agents.evaluation import (
   evaluate,
   markdown,
   pass_hat_k,
@@ -23,9 +22,10 @@ from compoworld.evaluation import (
   summarize,
   task_labels,
 )
-from compoworld.generate import generate_tasks
-from compoworld.splits import split_by_services
-from compoworld.tasks import save_tasks
+from compoworld.compose.env import META_TOOL_NAMES
+from compoworld.tasks.generate import generate_tasks
+from compoworld.tasks.splits import split_by_services
+from compoworld.tasks.task import save_tasks
 from envs.scenarios import community_meetup
 from experiments.common import write_summary
 
@@ -395,7 +395,7 @@ def test_bad_input_is_refused_with_a_reason(tasks):
 def test_the_checkpoint_agent_loads_on_demand_in_a_fresh_process():
   # experiments.evaluate imports no rl module: --agent=checkpoint:DIR must still find the agent.
   code = (
-    "from compoworld.agents import AGENTS, make_agent\n"
+    "from compoworld.agents.agent import AGENTS, make_agent\n"
     "assert 'checkpoint' not in AGENTS\n"
     "try:\n"
     "  make_agent('checkpoint', checkpoint_dir='/nonexistent/run')\n"

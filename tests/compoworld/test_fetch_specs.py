@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from compoworld.build import build_library
-from compoworld.tasks import save_tasks
+from compoworld.specs.build import build_library
+from compoworld.tasks.task import save_tasks
 from envs.scenarios import community_meetup
 from experiments.fetch_mcp_specs import _tool_sets, corpus_lines
 

@@ -24,13 +24,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compoworld import registry
-from compoworld.build import export_hand_written
-from compoworld.compiler import compile_service
-from compoworld.mcp_export import mcp_tools
-from compoworld.schema_values import example
-from compoworld.service import Service
-from compoworld.specs import McpTool, ServiceSpec, read_specs
-from compoworld.validator import Validator
+from compoworld.runtime.service import Service
+from compoworld.serve.mcp_export import mcp_tools
+from compoworld.specs.build import export_hand_written
+from compoworld.specs.compiler import compile_service
+from compoworld.specs.ingest import McpTool, ServiceSpec, read_specs
+from compoworld.specs.schema_values import example
+from compoworld.specs.validator import Validator
 from tests.contract import call_fails
 
 INPUTS = int(os.environ.get("COMPOWORLD_FUZZ_INPUTS", "200"))

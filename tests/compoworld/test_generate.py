@@ -6,11 +6,11 @@ import re
 
 import pytest
 
-from compoworld.facets import FacetRegistry, facets
-from compoworld.generate import generate_tasks
-from compoworld.registry import registry
-from compoworld.tasks import gate_failures, load_tasks, save_tasks
-from compoworld.walks import (
+from compoworld.runtime.registry import registry
+from compoworld.tasks.facets import FacetRegistry, facets
+from compoworld.tasks.generate import generate_tasks
+from compoworld.tasks.task import gate_failures, load_tasks, save_tasks
+from compoworld.tasks.walks import (
   Step,
   Walk,
   check_single_walk,
@@ -125,7 +125,7 @@ def test_instructions_vary_the_order_of_independent_chains(batch):
 def test_a_crashing_facet_costs_a_candidate_not_the_run(monkeypatch):
   import collections
 
-  import compoworld.generate as gen
+  import compoworld.tasks.generate as gen
 
   def broken(*args, **kwargs):
     raise ValueError("facet bug")
@@ -184,7 +184,7 @@ def test_single_service_tasks_pass_the_gates_and_the_oracle_scores_one():
 
 
 def test_single_service_walks_fail_clearly_when_no_service_can_hold_one():
-  import compoworld.generate as gen
+  import compoworld.tasks.generate as gen
 
   reg = FacetRegistry(providers=())
   reg.source("crm", "person.email")(lambda ctx: None)  # a read that nothing in crm consumes

@@ -7,14 +7,14 @@ import httpx2
 import pytest
 
 from compoworld import registry
-from compoworld.authoring import AuthoringError, realize
-from compoworld.env import ComposedEnv
-from compoworld.facets import facets
-from compoworld.generate import generate_one
+from compoworld.agents.llm_author import LLMAuthor
+from compoworld.compose.env import ComposedEnv
 from compoworld.llm import extract_json, make_client
-from compoworld.llm_author import LLMAuthor
-from compoworld.tasks import gate_failures
-from compoworld.walks import sample_single_walk, sample_walk
+from compoworld.tasks.authoring import AuthoringError, realize
+from compoworld.tasks.facets import facets
+from compoworld.tasks.generate import generate_one
+from compoworld.tasks.task import gate_failures
+from compoworld.tasks.walks import sample_single_walk, sample_walk
 
 
 def completion(message: dict) -> dict:

@@ -7,12 +7,12 @@ import jsonschema
 import mcp.types
 import pytest
 
-from compoworld import mcp_server
-from compoworld.compiler import compile_service
-from compoworld.generate import generate_tasks
-from compoworld.mcp_export import export_corpus, mcp_tools, tool_annotations, tools_list
-from compoworld.registry import registry
-from compoworld.specs import read_specs
+from compoworld.runtime.registry import registry
+from compoworld.serve import mcp_server
+from compoworld.serve.mcp_export import export_corpus, mcp_tools, tool_annotations, tools_list
+from compoworld.specs.compiler import compile_service
+from compoworld.specs.ingest import read_specs
+from compoworld.tasks.generate import generate_tasks
 from envs.scenarios import community_meetup
 
 DATA = Path(__file__).parent / "data"

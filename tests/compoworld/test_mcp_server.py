@@ -18,21 +18,21 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from compoworld import mcp_server
-from compoworld.agents import OracleAgent
-from compoworld.env import META_TOOLS
-from compoworld.episode import run_episode
-from compoworld.generate import generate_tasks
-from compoworld.mcp_export import tool_annotations
-from compoworld.mcp_server import (
+from compoworld.agents.agent import OracleAgent
+from compoworld.agents.episode import run_episode
+from compoworld.compose.env import META_TOOLS
+from compoworld.runtime.registry import registry
+from compoworld.serve import mcp_server
+from compoworld.serve.mcp_export import tool_annotations
+from compoworld.serve.mcp_server import (
   TOOL_TEMPLATE,
   VERIFY_TEMPLATE,
   VERIFY_URI,
   EnvServer,
   load_task,
 )
-from compoworld.registry import registry
-from compoworld.tasks import save_tasks
+from compoworld.tasks.generate import generate_tasks
+from compoworld.tasks.task import save_tasks
 from envs.scenarios import community_meetup
 
 REPO = Path(__file__).resolve().parents[2]

@@ -2,7 +2,15 @@
 
 import pytest
 
-from compoworld.naming import common_prefix, field_name, id_entity, past, role_of, singular, tokens
+from compoworld.specs.naming import (
+  common_prefix,
+  field_name,
+  id_entity,
+  past,
+  role_of,
+  singular,
+  tokens,
+)
 
 OBJ = {"type": "object", "properties": {}}
 

@@ -7,7 +7,7 @@ from datetime import date
 import pytest
 
 from compoworld import InvalidArgument
-from compoworld.query import page_of, paginate, select
+from compoworld.runtime.query import page_of, paginate, select
 
 
 @dataclasses.dataclass

@@ -2,7 +2,7 @@ import pytest
 from pydantic import ValidationError
 
 from compoworld import ComposedEnv
-from compoworld.rubric import (
+from compoworld.tasks.rubric import (
   COUPLINGS,
   Criterion,
   VerifyResult,

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from compoworld import sandbox
-from compoworld.benchmark import bench_sandboxed
-from compoworld.env import ComposedEnv
-from compoworld.registry import Registry
-from compoworld.rubric import evaluate
-from compoworld.sandbox import SandboxUnavailable
-from compoworld.synthesis import load_synthesized, run_sandboxed
-from compoworld.world_model import LLMWorldModel
+from compoworld.compose.benchmark import bench_sandboxed
+from compoworld.compose.env import ComposedEnv
+from compoworld.runtime.registry import Registry
+from compoworld.specs.world_model import LLMWorldModel
+from compoworld.synthesis import sandbox
+from compoworld.synthesis.sandbox import SandboxUnavailable
+from compoworld.synthesis.synthesizer import load_synthesized, run_sandboxed
+from compoworld.tasks.rubric import evaluate
 from tests.compoworld.test_synthesis import (
   BROKEN,
   GOOD,
@@ -124,7 +124,7 @@ HOSTILE = {
     "malformed state",
   ),
   "runtime_patched": (
-    "from compoworld.service import Service\n"
+    "from compoworld.runtime.service import Service\n"
     f"Service.call = lambda self, tool, arguments=None: {_FORGED_OK}\n",
     "its own tests fail",
   ),
@@ -206,7 +206,7 @@ def test_forged_own_test_results_do_not_make_a_verdict():
   # the module may claim its own tests pass; the adversarial suite is the parent's
   module = (
     "import sys\n"
-    "from compoworld.service import Service\n"
+    "from compoworld.runtime.service import Service\n"
     f"Service.call = lambda self, tool, arguments=None: {_FORGED_OK}\n"
     "def test_everything(service_cls):\n  pass\n"
   ) + MODULE

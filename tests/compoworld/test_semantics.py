@@ -9,10 +9,10 @@ import dataclasses
 
 import pytest
 
-from compoworld.compiler import compile_service
-from compoworld.naming import Target, targets
-from compoworld.specs import McpTool, ServiceSpec
-from compoworld.validator import validate
+from compoworld.specs.compiler import compile_service
+from compoworld.specs.ingest import McpTool, ServiceSpec
+from compoworld.specs.naming import Target, targets
+from compoworld.specs.validator import validate
 
 _S, _EMAILS = {"type": "string"}, {"type": "array", "items": {"type": "string"}}
 

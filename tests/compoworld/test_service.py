@@ -18,10 +18,10 @@ from compoworld import (
   Table,
   ToolError,
   Unprocessable,
-  envelope,
   tool,
 )
-from compoworld.service import CLOCK_STEP
+from compoworld.runtime import envelope
+from compoworld.runtime.service import CLOCK_STEP
 from tests.contract import call_fails, call_ok
 
 

@@ -5,8 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from compoworld.domains import DOMAINS
-from compoworld.specs import SchemaError, external_reason, map_domain, normalize_schema, read_specs
+from compoworld.runtime.domains import DOMAINS
+from compoworld.specs.ingest import (
+  SchemaError,
+  external_reason,
+  map_domain,
+  normalize_schema,
+  read_specs,
+)
 
 DATA = Path(__file__).parent / "data"
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "mcp_specs" / "tools.jsonl"

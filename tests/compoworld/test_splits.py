@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from compoworld.generate import generate_tasks
-from compoworld.splits import split_by_composition, split_by_instances, split_by_services
-from compoworld.tasks import save_tasks
+from compoworld.tasks.generate import generate_tasks
+from compoworld.tasks.splits import split_by_composition, split_by_instances, split_by_services
+from compoworld.tasks.task import save_tasks
 
 
 @pytest.fixture(scope="module")

@@ -6,18 +6,23 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from compoworld.build import (
+from compoworld.llm import make_client
+from compoworld.runtime.registry import Registry
+from compoworld.specs.build import (
   COMPILER_VERSION,
   compile_and_validate,
   load_compiled_library,
   synthesize_entry,
 )
-from compoworld.facets import FacetRegistry
-from compoworld.llm import make_client
-from compoworld.registry import Registry
-from compoworld.sandbox import unavailable_reason
-from compoworld.specs import McpTool, ServiceSpec
-from compoworld.synthesis import Synthesizer, load_synthesized, parse_answer, run_sandboxed
+from compoworld.specs.ingest import McpTool, ServiceSpec
+from compoworld.synthesis.sandbox import unavailable_reason
+from compoworld.synthesis.synthesizer import (
+  Synthesizer,
+  load_synthesized,
+  parse_answer,
+  run_sandboxed,
+)
+from compoworld.tasks.facets import FacetRegistry
 
 UNAVAILABLE = unavailable_reason()
 #: Tests that run generated code skip, saying why, where the sandbox cannot be set up.

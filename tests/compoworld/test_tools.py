@@ -14,8 +14,8 @@ import pytest
 from openai.types.chat import ChatCompletionFunctionTool
 
 from compoworld import Record, Service, ServiceState, Table, ToolSpec, tool
-from compoworld.fields import Email, Limit
-from compoworld.tools import expected_type, parse_docstring
+from compoworld.runtime.fields import Email, Limit
+from compoworld.runtime.tools import expected_type, parse_docstring
 from envs.calendar import CalendarService
 
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

@@ -8,12 +8,12 @@ import sys
 import httpx2
 import pytest
 
-from compoworld.agents import AGENTS, AgentError, OpenAIAgent, OracleAgent
-from compoworld.env import META_TOOLS
-from compoworld.episode import run_episode
-from compoworld.generate import generate_tasks
-from compoworld.tasks import save_tasks
-from compoworld.trajectories import collect_trajectories, load_trajectories, tool_steps
+from compoworld.agents.agent import AGENTS, AgentError, OpenAIAgent, OracleAgent
+from compoworld.agents.episode import run_episode
+from compoworld.agents.trajectories import collect_trajectories, load_trajectories, tool_steps
+from compoworld.compose.env import META_TOOLS
+from compoworld.tasks.generate import generate_tasks
+from compoworld.tasks.task import save_tasks
 
 
 @pytest.fixture(scope="module")

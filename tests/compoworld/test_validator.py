@@ -8,14 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from compoworld.compiler import compile_service
-from compoworld.envelope import NotFound
-from compoworld.jsonschema_args import args_model
-from compoworld.mcp_export import mcp_tools
-from compoworld.registry import registry
-from compoworld.schema_values import is_valid
-from compoworld.specs import read_specs
-from compoworld.validator import validate
+from compoworld.runtime.envelope import NotFound
+from compoworld.runtime.registry import registry
+from compoworld.serve.mcp_export import mcp_tools
+from compoworld.specs.compiler import compile_service
+from compoworld.specs.ingest import read_specs
+from compoworld.specs.jsonschema_args import args_model
+from compoworld.specs.schema_values import is_valid
+from compoworld.specs.validator import validate
 
 DATA = Path(__file__).parent / "data"
 
@@ -123,7 +123,7 @@ def test_a_wrong_type_accepted_is_caught():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", registry.names())
 def test_exported_hand_written_services_compile_back_and_pass(name, tmp_path):
-  from compoworld.mcp_export import export_corpus
+  from compoworld.serve.mcp_export import export_corpus
 
   original = registry.get(name)
   export_corpus([original], tmp_path / "one.jsonl")

@@ -6,10 +6,10 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from compoworld.compiler import compile_service
 from compoworld.llm import make_client
-from compoworld.specs import read_specs
-from compoworld.world_model import (
+from compoworld.specs.compiler import compile_service
+from compoworld.specs.ingest import read_specs
+from compoworld.specs.world_model import (
   FALLBACK,
   LLMWorldModel,
   PatchError,

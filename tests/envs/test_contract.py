@@ -13,7 +13,7 @@ import mcp.types
 import pytest
 
 from compoworld import DOMAINS, Service, registry
-from compoworld.env import SEP
+from compoworld.compose.env import SEP
 from tests.contract import call_fails
 
 NAMES = registry.names()

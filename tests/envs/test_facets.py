@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from compoworld.authoring import AuthorContext, AuthoringError
-from compoworld.env import ComposedEnv
-from compoworld.facets import Found, Value, facets
-from compoworld.rubric import evaluate
+from compoworld.compose.env import ComposedEnv
+from compoworld.tasks.authoring import AuthorContext, AuthoringError
+from compoworld.tasks.facets import Found, Value, facets
+from compoworld.tasks.rubric import evaluate
 from envs._world import world
 
 REG = facets.load()

@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 from compoworld import DOMAINS, registry
-from compoworld.library import library_stats, manifest, port_edges
-from compoworld.ports import is_shared
+from compoworld.runtime.ports import is_shared
+from compoworld.specs.library import library_stats, manifest, port_edges
 
 
 def test_library_meets_the_size_the_paper_needs():

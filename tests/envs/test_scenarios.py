@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from compoworld.agents import OracleAgent
-from compoworld.episode import render_transcript, run_episode
-from compoworld.tasks import ToolCall, gate_failures, load_tasks, save_tasks
+from compoworld.agents.agent import OracleAgent
+from compoworld.agents.episode import render_transcript, run_episode
+from compoworld.tasks.task import ToolCall, gate_failures, load_tasks, save_tasks
 from envs.scenarios import community_meetup
 
 

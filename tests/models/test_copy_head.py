@@ -167,7 +167,7 @@ def test_the_fused_loss_equals_the_loss_of_the_full_mixture(model, config):
   """`copy_head_losses` (no [B, T, V] array) gives the full mixture's weighted NLL and its
   gradients, and counts as correct only targets that are the mixture's argmax."""
   from models.loss import copy_head_losses
-  from rl.sft_steps import token_losses
+  from rl.sft.steps import token_losses
 
   tokens = random_tokens((B, T + 1), config.vocab_size, seed=8)
   inputs, targets = tokens[:, :-1], tokens[:, 1:]

@@ -2,12 +2,12 @@
 
 import pytest
 
-from compoworld.agents import OracleAgent
-from compoworld.episode import run_episode
-from compoworld.generate import generate_tasks
-from rl.chat import SPECIAL_TOKENS, ChatRenderer
-from rl.corpus import build_corpus
-from rl.tokenizer import SentencePieceTokenizer
+from compoworld.agents.agent import OracleAgent
+from compoworld.agents.episode import run_episode
+from compoworld.tasks.generate import generate_tasks
+from rl.data.chat import SPECIAL_TOKENS, ChatRenderer
+from rl.data.corpus import build_corpus
+from rl.data.tokenizer import SentencePieceTokenizer
 
 
 @pytest.fixture(scope="session")

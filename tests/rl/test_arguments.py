@@ -1,11 +1,11 @@
-"""What call_tool passes on (rl.arguments): typed by the tool's schema, grounded in the context."""
+"""What call_tool passes on (rl.decoding.arguments): typed by the tool's schema, grounded in the context."""
 
 import json
 
 import numpy as np
 
-from rl.arguments import ArgumentConstraint, JsonScanner
-from rl.constrained import CALL_END_SYM, CALL_SYM, SPECIAL_BASE, SPECIALS, Vocabulary
+from rl.decoding.arguments import ArgumentConstraint, JsonScanner
+from rl.decoding.constrained import CALL_END_SYM, CALL_SYM, SPECIAL_BASE, SPECIALS, Vocabulary
 
 WORDS = ["Juniper", " vendor", " onboarding", "Atlas", '"}', "inv_", "ed", "ff", '\\"']
 

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from compoworld.env import META_TOOLS
-from rl.chat import (
+from compoworld.compose.env import META_TOOLS
+from rl.data.chat import (
   IM_END,
   SPECIAL_TOKENS,
   ChatRenderer,
@@ -16,7 +16,7 @@ from rl.chat import (
   parse_assistant,
   render_text,
 )
-from rl.tokenizer import Tokenizer
+from rl.data.tokenizer import Tokenizer
 
 
 class CharTokenizer:
@@ -236,8 +236,8 @@ def test_brief_system_turn_is_one_line_and_travels_with_the_tokenizer(
 ):
   import pickle
 
-  from rl.chat import BRIEF_SYSTEM
-  from rl.tokenizer import CHAT_FILE, load_tokenizer, set_chat_system
+  from rl.data.chat import BRIEF_SYSTEM
+  from rl.data.tokenizer import CHAT_FILE, load_tokenizer, set_chat_system
 
   full = ChatRenderer(tokenizer).render(oracle_messages[0])
   brief = ChatRenderer(tokenizer, system="brief")

@@ -1,4 +1,4 @@
-"""Grammar-constrained decoding of tool calls (``rl.constrained``): the automaton on text, the
+"""Grammar-constrained decoding of tool calls (``rl.decoding.constrained``): the automaton on text, the
 vocabulary's bytes, the constrained sampler with scripted random logits (many seeds, no compile)
 and with a random tiny model, and the policy server's ``tool_choice="required"``."""
 
@@ -13,10 +13,10 @@ import jsonschema
 import numpy as np
 import pytest
 
-from compoworld.env import META_TOOLS
+from compoworld.compose.env import META_TOOLS
 from models import get_config
-from rl.chat import SPECIAL_TOKENS, parse_assistant
-from rl.constrained import (
+from rl.data.chat import SPECIAL_TOKENS, parse_assistant
+from rl.decoding.constrained import (
   BIG,
   SPECIAL_BASE,
   SPECIALS,
@@ -25,8 +25,8 @@ from rl.constrained import (
   text_symbols,
   tools_with_enums,
 )
-from rl.policy import Policy
-from rl.policy_agent import PolicyAgent
+from rl.serve.agent import PolicyAgent
+from rl.serve.policy import Policy
 from tests.rl.test_policy_server import client, random_model
 
 HI = [{"role": "user", "content": "List the services, then the calendar's tools."}]
@@ -263,9 +263,9 @@ def test_token_bytes_join_to_the_decoded_text(tokenizer, renderer):
 
 
 def test_a_byte_level_hf_tokenizers_bytes(tasks):
-  from rl.chat import ChatRenderer
-  from rl.corpus import build_corpus
-  from rl.tokenizer import HFTokenizer
+  from rl.data.chat import ChatRenderer
+  from rl.data.corpus import build_corpus
+  from rl.data.tokenizer import HFTokenizer
   from tests.rl.test_tokenizer import qwen_like
 
   hf = HFTokenizer(qwen_like(build_corpus(tasks[:1], progress=False)[:300]).to_str())
@@ -481,7 +481,7 @@ def test_constraint_is_off_by_default_and_the_checkpoint_agent_turns_it_on(fake,
 
 
 def test_the_checkpoint_agents_grammar_names_the_episodes_services(fake, tasks):
-  from compoworld.registry import registry
+  from compoworld.runtime.registry import registry
 
   agent = PolicyAgent(policy=fake, constrained=True)
 
@@ -519,7 +519,7 @@ def test_a_random_tiny_model_makes_valid_calls_only_when_constrained(tiny):
 
 @pytest.mark.slow
 def test_the_server_constrains_tool_choice_required(tiny):
-  from rl.policy_server import BackgroundServer, create_app
+  from rl.serve.server import BackgroundServer, create_app
 
   with BackgroundServer(create_app(tiny)) as server:
     for choice in ("required", {"type": "function", "function": {"name": "list_tools"}}):
@@ -555,7 +555,7 @@ def test_evaluate_takes_constrained_for_checkpoints_only(tmp_path):
 
 
 def test_the_checkpoint_agent_names_only_library_services_and_tools(fake):
-  from compoworld.registry import registry
+  from compoworld.runtime.registry import registry
 
   services = set(registry.names())
   tools = {t for s in services for t in registry.get(s).tool_names()}

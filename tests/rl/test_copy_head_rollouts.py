@@ -7,7 +7,7 @@ import numpy as np
 from flax import nnx
 
 from models import create_model, get_config
-from rl.grpo import policy_logp
+from rl.grpo.trainer import policy_logp
 
 TEMPERATURE = 0.7
 

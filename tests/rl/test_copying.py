@@ -1,4 +1,4 @@
-"""Copy rows and the copy stage before SFT (rl.copying)."""
+"""Copy rows and the copy stage before SFT (rl.sft.copying)."""
 
 import jax
 import numpy as np
@@ -6,7 +6,8 @@ import pytest
 from flax import nnx
 
 from configs import sft as sft_configs
-from rl import copying, sft
+from rl.sft import copying
+from rl.sft import trainer as sft
 
 
 def test_every_span_target_under_the_mask_is_the_token_written_at_the_first_copy():

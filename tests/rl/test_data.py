@@ -8,8 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from rl.chat import ChatRenderer
-from rl.data import (
+from rl.data.chat import ChatRenderer
+from rl.data.packing import (
   BATCH_KEYS,
   DataConfig,
   ShardBatches,

@@ -1,12 +1,12 @@
-"""rl.diagnose on a scripted model whose argmax is exactly the reference, then one token off."""
+"""rl.pipeline.diagnose on a scripted model whose argmax is exactly the reference, then one token off."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from rl.chat import assistant_body
-from rl.diagnose import diagnose
+from rl.data.chat import assistant_body
+from rl.pipeline.diagnose import diagnose
 
 
 class Scripted(nnx.Module):

@@ -5,8 +5,8 @@ import math
 import pytest
 
 from configs.experiments import EXPERIMENTS, get_config
-from rl.experiments import band_note, curve, describe, over_seeds, run_seeds, t_interval
-from rl.plots import Curve, bar_plot, line_plot
+from rl.pipeline.experiments import band_note, curve, describe, over_seeds, run_seeds, t_interval
+from rl.pipeline.plots import Curve, bar_plot, line_plot
 
 # t quantiles (two-sided 95%) from tables: 1 and 2 degrees of freedom.
 T975_1, T975_2 = 12.706204736, 4.302652730

@@ -1,4 +1,4 @@
-"""GRPO trainer: batch assembly, the step's loss against rl.grpo_loss, a policy-improvement sanity
+"""GRPO trainer: batch assembly, the step's loss against rl.grpo.loss, a policy-improvement sanity
 check, the task order, reward choice by name, whole runs with a scripted engine (resume equality),
 and a sharded step on 8 fake devices against one device."""
 
@@ -15,9 +15,9 @@ from flax import nnx
 
 import models
 from configs.grpo import get_config
-from rl import grpo
-from rl.grpo_loss import GRPOLossConfig, grpo_loss
-from rl.policy import load_policy_parts, save_policy
+from rl.grpo import trainer as grpo
+from rl.grpo.loss import GRPOLossConfig, grpo_loss
+from rl.serve.policy import load_policy_parts, save_policy
 from tests.rl.fake_devices import run_script
 
 TINY = {"num_layers": 2, "full_attention_interval": 2, "deltanet_chunk": 16, "moe_backend": "sort"}
@@ -189,7 +189,7 @@ def test_reward_is_chosen_by_name(name):
 
 
 def test_tasks_come_from_the_sft_run_split_as_it_split_trajectories(tmp_path, tasks):
-  from compoworld.tasks import save_tasks
+  from compoworld.tasks.task import save_tasks
   from configs.sft import get_config as sft_config
 
   data = tmp_path / "data"
@@ -576,8 +576,8 @@ _SHARDED_SCRIPT = textwrap.dedent(
   import numpy as np
   sys.path.insert(0, {root!r})
   import models
-  from rl import grpo
-  from rl.grpo_loss import GRPOLossConfig
+  from rl.grpo import trainer as grpo
+  from rl.grpo.loss import GRPOLossConfig
   import optax
   from tests.rl.test_grpo import TINY, random_rollouts
   assert len(jax.devices()) == 8, jax.devices()

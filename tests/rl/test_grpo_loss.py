@@ -5,14 +5,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rl.grpo_loss import (
+from rl.grpo.loss import (
   AGGREGATIONS,
   GRPOLossConfig,
   grpo_loss,
   grpo_loss_from_logits,
   token_logp_and_entropy,
 )
-from rl.rewards import completion_focused_reward, criterion_weights, group_advantages
+from rl.grpo.rewards import completion_focused_reward, criterion_weights, group_advantages
 
 
 def reference_loss(logits, targets, old_logp, adv, mask, config, ref_logp=None):

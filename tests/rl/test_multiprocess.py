@@ -77,7 +77,7 @@ def _params(workdir: Path) -> dict[str, np.ndarray]:
   import jax
   from flax import nnx
 
-  from rl.policy import load_policy_parts
+  from rl.serve.policy import load_policy_parts
 
   with nnx.use_eager_sharding(False):
     model, _, _ = load_policy_parts(workdir / "policy")
@@ -179,8 +179,8 @@ def test_two_processes_run_grpo_as_one(tmp_path, tokenizer, tasks):
   the policy; the gathered batch, its update and the held-out evaluation are the one-process
   run's."""
   import models
-  from compoworld.tasks import save_tasks
-  from rl.policy import save_policy
+  from compoworld.tasks.task import save_tasks
+  from rl.serve.policy import save_policy
   from tests.rl.test_grpo import tiny_model
 
   with models.use_mesh(None):

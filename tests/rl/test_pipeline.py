@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-from compoworld.tasks import load_tasks
+from compoworld.tasks.task import load_tasks
 from configs.demo import get_config
-from rl.pipeline import STAGES, one_per_composition, run
-from rl.policy import ContextFull, RequestError
-from rl.policy_agent import PolicyAgent
+from rl.pipeline.run import STAGES, one_per_composition, run
+from rl.serve.agent import PolicyAgent
+from rl.serve.policy import ContextFull, RequestError
 
-HAS_GRPO = importlib.util.find_spec("rl.grpo") is not None
+HAS_GRPO = importlib.util.find_spec("rl.grpo.trainer") is not None
 
 
 class _Refusing:
@@ -90,7 +90,7 @@ def test_pipeline_end_to_end_at_a_minimal_size(tmp_path):
 _COMPOSE = """
 import sys
 from configs.demo import get_config
-from rl.pipeline import run
+from rl.pipeline.run import run
 
 config = get_config("test")
 config.library.compose = True
@@ -116,7 +116,7 @@ def test_compiled_services_are_composed_into_tasks_the_oracle_solves(tmp_path):
 
 
 def test_wilson_interval_golden_values():
-  from rl.report import wilson_interval
+  from rl.pipeline.report import wilson_interval
 
   low, high = wilson_interval(0.0, 45)
   assert low == 0.0 and abs(high - 0.0787) < 1e-3

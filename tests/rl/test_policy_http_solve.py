@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from compoworld.agents import OracleAgent
-from compoworld.episode import run_episode
-from compoworld.evaluation import evaluate, run_evaluation
-from compoworld.tasks import save_tasks
+from compoworld.agents.agent import OracleAgent
+from compoworld.agents.episode import run_episode
+from compoworld.agents.evaluation import evaluate, run_evaluation
+from compoworld.tasks.task import save_tasks
 from envs.scenarios import community_meetup
 from models import abstract_model, get_config
-from rl.chat import IM_END, IM_START, TOOL_RESPONSE, assistant_body
-from rl.policy import Policy
-from rl.policy_server import BackgroundServer, create_app
+from rl.data.chat import IM_END, IM_START, TOOL_RESPONSE, assistant_body
+from rl.serve.policy import Policy
+from rl.serve.server import BackgroundServer, create_app
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL, KEY = "oracle-policy", "sesame"

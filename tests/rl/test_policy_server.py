@@ -20,15 +20,15 @@ import openai
 import pytest
 from flax import nnx
 
-from compoworld.agents import make_agent
-from compoworld.env import META_TOOLS
-from compoworld.evaluation import evaluate, resolve_agent
+from compoworld.agents.agent import make_agent
+from compoworld.agents.evaluation import evaluate, resolve_agent
+from compoworld.compose.env import META_TOOLS
 from compoworld.llm import make_client
 from models import abstract_model, get_config
-from rl.chat import IM_END
-from rl.policy import Policy, RequestError, find_checkpoint, load_policy_parts, save_policy
-from rl.policy_agent import PolicyAgent
-from rl.policy_server import BackgroundServer, create_app
+from rl.data.chat import IM_END
+from rl.serve.agent import PolicyAgent
+from rl.serve.policy import Policy, RequestError, find_checkpoint, load_policy_parts, save_policy
+from rl.serve.server import BackgroundServer, create_app
 
 MAX_CONTEXT = 4096  # also the one prompt bucket: the real model compiles one prefill shape
 
@@ -402,7 +402,7 @@ def test_workers_fall_back_to_one_once_jax_runs_here(policy, tasks, caplog):
 
 
 def test_a_grounded_policy_decodes_tool_turns_under_the_argument_constraint(policy):
-  from rl.arguments import ArgumentConstraint
+  from rl.decoding.arguments import ArgumentConstraint
 
   messages = [{"role": "user", "content": "go"}]
   grounded = Scripted(policy.model, policy.tokenizer, ["ok" + IM_END], grounded=True)

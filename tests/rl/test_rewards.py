@@ -3,9 +3,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from compoworld.rubric import couple
-from rl import rewards
-from rl.rewards import (
+from compoworld.tasks.rubric import couple
+from rl.grpo import rewards
+from rl.grpo.rewards import (
   REWARDS,
   binary_reward,
   completion_focused_reward,

@@ -1,9 +1,9 @@
-"""The reweighting experiment's wiring (rl.reweighting), GRPO itself stubbed out."""
+"""The reweighting experiment's wiring (rl.pipeline.reweighting), GRPO itself stubbed out."""
 
 import pytest
 
 from configs.experiments import get_config
-from rl import reweighting
+from rl.pipeline import reweighting
 
 
 def fake_summary(steps=2, evals=2):

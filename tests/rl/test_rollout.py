@@ -14,11 +14,10 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from compoworld.envelope import error
+from compoworld.runtime.envelope import error
 from models import Cache, create_model, get_config
-from rl.chat import IM_END, TOOL_CALL, tool_call_text
-from rl.diagnose import value_leaves
-from rl.rollout import (
+from rl.data.chat import IM_END, TOOL_CALL, tool_call_text
+from rl.grpo.rollout import (
   RolloutConfig,
   RolloutEngine,
   categorical,
@@ -27,6 +26,7 @@ from rl.rollout import (
   start_conversation,
   top_p_filter,
 )
+from rl.pipeline.diagnose import value_leaves
 
 # Tests that compile the tiny model or play rollouts: ~20-60 s each on 2 busy cores.
 SLOW = pytest.mark.slow
@@ -384,7 +384,7 @@ def test_bad_configs_are_errors(model, renderer, tasks):
     engine.run(tasks[:1], seed=0)
 
 
-# --- constrained and grounded decoding (rl.decoding) -------------------------------------------
+# --- constrained and grounded decoding (rl.decoding.modes) -------------------------------------------
 
 
 def call_first_sampler(call_id: int, vocab: int):
@@ -461,7 +461,7 @@ def test_constrained_rollouts_repeat_with_their_seed(constrained_setup, constrai
 
 def test_sample_turn_needs_mask_and_callback_together(model, renderer):
   with pytest.raises(ValueError, match="mask needs an advance callback"):
-    from rl.rollout import sample_turn
+    from rl.grpo.rollout import sample_turn
 
     graphdef, state = nnx.split(model)
     cache = Cache.zeros(model.config, 1, 16)

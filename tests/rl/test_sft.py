@@ -12,8 +12,11 @@ from flax import nnx
 
 import models
 from configs.sft import get_config
-from rl import sft, sft_data, sft_steps
-from rl.chat import SPECIAL_TOKENS
+from rl.data.chat import SPECIAL_TOKENS
+from rl.sft import bench as sft_bench
+from rl.sft import data as sft_data
+from rl.sft import steps as sft_steps
+from rl.sft import trainer as sft
 from tests.rl.fake_devices import run_script
 
 TINY = {"num_layers": 2, "full_attention_interval": 2, "deltanet_chunk": 16, "moe_backend": "sort"}
@@ -345,8 +348,8 @@ def run_config(files: Path, **changes):
 
 
 def test_data_stats_report_lengths_truncation_and_packing(run_files, tokenizer):
-  from compoworld.trajectories import load_trajectories
-  from rl.chat import ChatRenderer
+  from compoworld.agents.trajectories import load_trajectories
+  from rl.data.chat import ChatRenderer
 
   records = load_trajectories(run_files / "sft.jsonl")
   renderer = ChatRenderer(tokenizer, ())
@@ -414,7 +417,7 @@ def test_tiny_run_learns(learned_run):
   assert 0 <= first["eval_accuracy"] <= 1 and 0 <= summary["eval_turn_match"] <= 1
   assert {"loss", "accuracy", "lr", "grad_norm", "tokens_per_s", "mfu"} <= set(json.loads(lines[1]))
   # the run's workdir serves as a policy: its exported weights reproduce the trained model
-  from rl.policy import load_policy_parts
+  from rl.serve.policy import load_policy_parts
 
   model, tokenizer, path = load_policy_parts(workdir)
   assert path.parent.parent == workdir / "policy" and path.name == "30"
@@ -470,8 +473,8 @@ def import_config(files: Path, checkpoint: Path, **changes):
 def test_training_starts_from_imported_weights(tmp_path, run_files, hf_checkpoint):
   from flax import nnx
 
-  from rl.chat import ChatRenderer
-  from rl.data import sft_dataset
+  from rl.data.chat import ChatRenderer
+  from rl.data.packing import sft_dataset
 
   path, hf_embed = hf_checkpoint
   config = import_config(run_files, path, max_steps=3)
@@ -514,11 +517,11 @@ def test_an_imported_checkpoint_brings_its_tokenizer(tmp_path, tokenizer):
 
 @pytest.mark.slow  # two compiled steps and a matmul-peak measurement
 def test_benchmark_times_ours_and_a_baseline_of_the_same_model():
-  config = sft.reference_model_config(
+  config = sft_bench.reference_model_config(
     vocab_size=128, d_model=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16,
     expert_dim=16,
   )  # fmt: skip
-  out = sft.benchmark(
+  out = sft_bench.benchmark(
     config, batch_size=2, seq_len=16, steps=1, warmup=1, baseline=config.replace(moe_backend="loop")
   )
   assert out["tokens_per_s"] > 0 and out["baseline_tokens_per_s"] > 0 and 0 < out["mfu"] < 1
@@ -527,16 +530,16 @@ def test_benchmark_times_ours_and_a_baseline_of_the_same_model():
   )
   # Same weights, same rows, two steps each: dense experts + full logits train the same model.
   np.testing.assert_allclose(out["final_loss"], out["baseline_final_loss"], rtol=1e-5)
-  assert sft.reference_model_config().num_experts == 8  # the shape
+  assert sft_bench.reference_model_config().num_experts == 8  # the shape
 
 
 def test_an_attention_only_model_saves_and_restores(tmp_path):
   # full_attention_interval=1 leaves every block an empty DeltaNet stack: zero-size arrays, which
-  # Orbax refuses to save; rl.policy.savable / unsavable carry them around it.
+  # Orbax refuses to save; rl.serve.policy.savable / unsavable carry them around it.
   from flax import nnx
 
-  from rl.policy import load_policy_parts, save_policy
-  from rl.tokenizer import SentencePieceTokenizer
+  from rl.data.tokenizer import SentencePieceTokenizer
+  from rl.serve.policy import load_policy_parts, save_policy
 
   with nnx.use_eager_sharding(False):
     model = models.create_model(
@@ -567,7 +570,7 @@ def test_sft_variants_build_their_model_config(variant):
 def test_the_cpu_regime_runs_at_test_size(tmp_path):
   # configs/sft.py:cpu as it is, shrunk: K = 1 tasks played by an oracle without discovery, the
   # brief system turn, an attention-only model that checkpoints and resumes.
-  from rl.policy import load_policy_parts
+  from rl.serve.policy import load_policy_parts
 
   config = get_config("cpu")
   config.generate.num_tasks = 6

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from compoworld.tasks import load_tasks
+from compoworld.tasks.task import load_tasks
 from configs.experiments import get_config
-from rl.sft_experiments import prepare, prepare_single, spread_over_compositions
+from rl.pipeline.sft_experiments import prepare, prepare_single, spread_over_compositions
 
 
 def test_single_vs_composed_defaults_to_single_service_tasks():

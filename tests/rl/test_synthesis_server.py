@@ -1,5 +1,5 @@
 """``--synthesis=llm`` end to end: the library build sends services to a model behind the project's
-own OpenAI-compatible server (``rl.policy_server``), the sandbox runs what it wrote, the property
+own OpenAI-compatible server (``rl.serve.server``), the sandbox runs what it wrote, the property
 checks judge it, and the accepted module is what the registry loads.
 
 The model is scripted, as in the LLM author's tests: it answers a synthesis prompt for the memos
@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from compoworld.build import build_library, load_compiled_library, read_manifest
-from compoworld.facets import FacetRegistry
 from compoworld.llm import make_client
-from compoworld.registry import Registry
-from compoworld.sandbox import unavailable_reason
-from compoworld.synthesis import Synthesizer
+from compoworld.runtime.registry import Registry
+from compoworld.specs.build import build_library, load_compiled_library, read_manifest
+from compoworld.synthesis.sandbox import unavailable_reason
+from compoworld.synthesis.synthesizer import Synthesizer
+from compoworld.tasks.facets import FacetRegistry
 from models import abstract_model, get_config
-from rl.chat import IM_END
-from rl.policy import Policy
-from rl.policy_server import BackgroundServer, create_app
+from rl.data.chat import IM_END
+from rl.serve.policy import Policy
+from rl.serve.server import BackgroundServer, create_app
 
 UNAVAILABLE = unavailable_reason()
 ANSWER = (Path(__file__).parents[1] / "compoworld" / "data" / "synth_notes_answer.md").read_text()

@@ -13,10 +13,10 @@ import pytest
 import tokenizers
 from tokenizers import AddedToken, decoders, pre_tokenizers, processors, trainers
 
-from compoworld.tasks import save_tasks
-from rl.chat import IM_END, IM_START, SPECIAL_TOKENS, ChatRenderer, render_text
-from rl.corpus import build_corpus
-from rl.tokenizer import (
+from compoworld.tasks.task import save_tasks
+from rl.data.chat import IM_END, IM_START, SPECIAL_TOKENS, ChatRenderer, render_text
+from rl.data.corpus import build_corpus
+from rl.data.tokenizer import (
   HF_TOKENIZER_CONFIG_FILE,
   HF_TOKENIZER_FILE,
   SENTENCEPIECE_FILE,
@@ -228,7 +228,7 @@ def test_chat_renderer_on_an_hf_tokenizer(hf_tokenizer, oracle_messages):
 
 def test_sft_uses_an_imported_tokenizer_json(hf_tokenizer, tmp_path):
   from configs.sft import get_config
-  from rl import sft
+  from rl.sft import trainer as sft
 
   config = get_config("tiny")
   config.model.init_from = str(tmp_path / "ckpt")
@@ -243,7 +243,7 @@ def test_sft_uses_an_imported_tokenizer_json(hf_tokenizer, tmp_path):
 
 def test_a_tokenizer_json_without_the_chat_tokens_is_rejected(hf_corpus, tmp_path):
   from configs.sft import get_config
-  from rl import sft
+  from rl.sft import trainer as sft
 
   tok = HFTokenizer.from_tokenizer(qwen_like(hf_corpus[:20], SPECIAL_TOKENS[:4], vocab_size=300))
   tok.save(tmp_path / "ckpt")
@@ -257,8 +257,8 @@ def test_a_tokenizer_json_without_the_chat_tokens_is_rejected(hf_corpus, tmp_pat
 def test_an_imported_checkpoint_trains_and_serves_with_its_tokenizer_json(hf_tokenizer, tmp_path):
   import models
   from configs.sft import get_config
-  from rl import sft
-  from rl.policy import CONFIG_FILE, load_policy_parts, save_policy
+  from rl.serve.policy import CONFIG_FILE, load_policy_parts, save_policy
+  from rl.sft import trainer as sft
 
   # four layers: config_to_hf does not write full_attention_interval, read back as 4
   small = dict(num_layers=4, full_attention_interval=4, d_model=32, expert_dim=16)

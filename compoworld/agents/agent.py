@@ -1,0 +1,180 @@
+"""Agents behind one interface, looked up by name.
+
+An agent sees OpenAI-style chat messages and the four meta-tool schemas and returns one
+assistant message: either ``tool_calls`` (executed by the episode runner) or a final answer in
+``content``. The oracle turns a task's reference solution into a natural trajectory that
+discovers services and tools through the meta-tools before calling them.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+import openai
+
+from compoworld.llm import make_client, message_to_dict
+from compoworld.tasks.task import Task
+
+AGENTS: dict[str, Callable[..., Agent]] = {}
+# Agents that live outside this JAX-free package register when their module is first needed.
+LAZY_AGENTS = {"checkpoint": "rl.serve.agent"}
+
+
+def register_agent(name: str):
+  def deco(cls):
+    AGENTS[name] = cls
+    cls.name = name
+    return cls
+
+  return deco
+
+
+def load_agent(name: str) -> bool:
+  """Whether an agent called ``name`` is registered, importing its module if it lives elsewhere."""
+  if name not in AGENTS and name in LAZY_AGENTS:
+    importlib.import_module(LAZY_AGENTS[name])
+  return name in AGENTS
+
+
+def make_agent(name: str, **kwargs: Any) -> Agent:
+  if not load_agent(name):
+    raise KeyError(f"no agent named {name!r}; agents: {', '.join(sorted(AGENTS))}")
+  return AGENTS[name](**kwargs)
+
+
+class Agent(abc.ABC):
+  name = "agent"
+
+  def reset(self, task: Task) -> None:  # noqa: B027 - an optional hook, not abstract
+    """Called once before an episode."""
+
+  @abc.abstractmethod
+  def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The next assistant message given the conversation so far: OpenAI-style, with
+    ``tool_calls`` or a final answer in ``content``. An agent that wrote tool calls it cannot
+    parse (a model's broken JSON) may list why under ``"malformed"``: each gets a
+    ``malformed_call`` error envelope and the episode goes on instead of ending."""
+
+
+def tool_call_message(content: str, name: str, arguments: dict[str, Any], call_id: str) -> dict:
+  return {
+    "role": "assistant",
+    "content": content,
+    "tool_calls": [
+      {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+      }
+    ],
+  }
+
+
+@register_agent("oracle")
+class OracleAgent(Agent):
+  """Replays the reference solution, discovering services and tools first as ``discovery`` says.
+
+  ``discovery`` is ``"full"`` (``list_services`` once, then ``list_tools`` before a service's
+  first call and ``describe_tool`` before a tool's first call), ``"services"`` (``list_services``
+  only) or ``"none"`` (the calls alone: a policy that has learned the library need not read it
+  again, and its trajectories are about 40% shorter). A ``call_tool`` call names the service and
+  the tool before its arguments, so a policy decides which tool it calls before writing them.
+  """
+
+  DISCOVERY = ("full", "services", "none")
+
+  def __init__(self, discovery: str = "full"):
+    if discovery not in self.DISCOVERY:
+      raise ValueError(f"unknown discovery {discovery!r}; valid: {', '.join(self.DISCOVERY)}")
+    self.discovery = discovery
+
+  def reset(self, task: Task) -> None:
+    steps: list[tuple[str, str, dict[str, Any]]] = []
+    if self.discovery != "none":
+      steps.append(("I'll start by finding out which services are available.", "list_services", {}))
+    services, tools = set(), set()
+    full = self.discovery == "full"
+    for call in task.reference_solution:
+      if full and call.service not in services:
+        services.add(call.service)
+        steps.append(
+          (
+            f"Let me see what the {call.service} service can do.",
+            "list_tools",
+            {"service": call.service},
+          )
+        )
+      if full and (call.service, call.tool) not in tools:
+        tools.add((call.service, call.tool))
+        steps.append(
+          (
+            f"I'll check the arguments of {call.service}'s {call.tool} tool.",
+            "describe_tool",
+            {"service": call.service, "tool": call.tool},
+          )
+        )
+      steps.append(
+        (
+          f"Now I'll call {call.tool} on {call.service}.",
+          "call_tool",
+          {"service": call.service, "tool": call.tool, "arguments": call.arguments},
+        )
+      )
+    self._steps = steps
+    self._answer = task.reference_answer or "Done: every requested step has been completed."
+    self._i = 0
+
+  def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    if self._i >= len(self._steps):
+      return {"role": "assistant", "content": self._answer}
+    content, name, arguments = self._steps[self._i]
+    self._i += 1
+    return tool_call_message(content, name, arguments, call_id=f"call_{self._i}")
+
+
+class AgentError(RuntimeError):
+  """The agent could not reply (endpoint unreachable after retries, empty answer)."""
+
+
+@register_agent("openai")
+class OpenAIAgent(Agent):
+  """Function calling with the four meta-tools on any OpenAI-compatible endpoint.
+
+  The paper's trajectories came from DeepSeek-V4-Flash this way. ``client_kwargs`` pass through
+  to ``compoworld.llm.make_client`` (``http_client``, ``timeout``, ``max_retries``).
+  """
+
+  def __init__(
+    self,
+    model: str,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    temperature: float = 0.0,
+    max_tokens: int | None = None,
+    **client_kwargs: Any,
+  ):
+    if not model:
+      raise ValueError("OpenAIAgent needs a model name")
+    self.model, self.temperature, self.max_tokens = model, temperature, max_tokens
+    self.client = make_client(base_url=base_url, api_key=api_key, **client_kwargs)
+
+  def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    request: dict[str, Any] = {
+      "model": self.model,
+      "messages": messages,
+      "tools": tools,
+      "temperature": self.temperature,
+    }
+    if self.max_tokens is not None:
+      request["max_tokens"] = self.max_tokens
+    try:
+      response = self.client.chat.completions.create(**request)
+    except openai.OpenAIError as err:
+      raise AgentError(f"{self.model}: {err}") from err
+    if not response.choices:
+      raise AgentError(f"{self.model}: the endpoint answered with no choices")
+    return message_to_dict(response.choices[0].message)

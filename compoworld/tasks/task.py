@@ -1,0 +1,187 @@
+"""Tasks x = (u, s0, G, g, v) (paper, section 4.2), stored one JSON object per line.
+
+``s0`` is stored compactly: the shared generator seed (and size) plus the scenario's own patches
+(records put, updated or deleted, scalars set), materialised on load and checked against a
+stored content hash. ``g`` is stored as the hash of the state the reference solution reaches.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from compoworld.compose.env import ComposedEnv
+from compoworld.runtime.envelope import Envelope
+from compoworld.tasks.rubric import Criterion, VerifyResult, verify
+
+FORMAT_VERSION = 1
+
+
+class _Strict(BaseModel):
+  model_config = ConfigDict(extra="forbid")
+
+
+class Patch(_Strict):
+  """One edit of a generated state: put/update/delete a record, or set a scalar field."""
+
+  service: str
+  op: Literal["put", "update", "delete", "set"]
+  collection: str | None = None
+  id: str | None = None
+  record: dict[str, Any] | None = None
+  fields: dict[str, Any] | None = None
+
+
+class InitialState(_Strict):
+  seed: int
+  size: int | None = None
+  patches: list[Patch] = Field(default_factory=list)
+  hash: str = ""
+
+
+class ToolCall(_Strict):
+  service: str
+  tool: str
+  arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Task(_Strict):
+  """One verified cross-service task, as stored in ``tasks.jsonl``."""
+
+  id: str
+  instruction: str
+  services: list[str]
+  distractors: list[str] = Field(default_factory=list)
+  walk: list[str]
+  edges: list[tuple[str, str]]
+  initial_state: InitialState
+  reference_solution: list[ToolCall]
+  reference_answer: str | None = None
+  goal_hash: str = ""
+  rubric: list[Criterion]
+  meta: dict[str, Any] = Field(default_factory=dict)
+
+  def make_env(self, check_hash: bool = True) -> ComposedEnv:
+    """The composed environment in state s0, distractors included."""
+    s0 = self.initial_state
+    env = ComposedEnv.from_services(
+      self.services, seed=s0.seed, distractors=self.distractors, size=s0.size
+    )
+    for patch in s0.patches:
+      apply_patch(env, patch)
+    if check_hash and s0.hash and env.state_hash() != s0.hash:
+      raise ValueError(
+        f"task {self.id}: materialised s0 hash {env.state_hash()} != stored {s0.hash}; "
+        "the service library changed since the task was written"
+      )
+    return env
+
+  def verify(self, env: ComposedEnv, final_answer: str | None = None) -> VerifyResult:
+    return verify(self.rubric, env, final_answer)
+
+  def replay(
+    self, env: ComposedEnv | None = None, calls: Iterable[ToolCall] | None = None
+  ) -> tuple[ComposedEnv, list[Envelope]]:
+    """Runs ``calls`` (default: the reference solution) from s0; returns the env and envelopes."""
+    env = env if env is not None else self.make_env()
+    calls = self.reference_solution if calls is None else calls
+    return env, [env.call_tool(c.service, c.tool, c.arguments) for c in calls]
+
+  def write_indices(self, env: ComposedEnv | None = None) -> list[int]:
+    """Positions of the reference calls whose tool mutates state."""
+    env = env if env is not None else self.make_env(check_hash=False)
+    return [
+      i
+      for i, c in enumerate(self.reference_solution)
+      if (spec := env.services[c.service].spec(c.tool)) is not None and spec.mutates
+    ]
+
+
+def apply_patch(env: ComposedEnv, patch: Patch) -> None:
+  """Applies one s0 patch directly to the state (not through tools: s0 is authored, not acted)."""
+  state = env.services[patch.service].state
+  if patch.op == "set":
+    for name, value in (patch.fields or {}).items():
+      setattr(state, name, value)
+    return
+  table = state.table(patch.collection or "")
+  if patch.op == "put":
+    record = table.record_type.model_validate(patch.record)
+    if record.id in table:
+      table.delete(record.id)
+    table.insert(record)
+  elif patch.op == "update":
+    table.update(patch.id or "", **(patch.fields or {}))
+  else:
+    table.delete(patch.id or "")
+
+
+def load_tasks(path: str | Path) -> list[Task]:
+  """Reads a ``tasks.jsonl`` file; errors name the line that is wrong."""
+  tasks = []
+  with open(path, encoding="utf-8") as f:
+    for lineno, line in enumerate(f, 1):
+      if not line.strip():
+        continue
+      try:
+        tasks.append(Task.model_validate_json(line))
+      except ValueError as err:
+        raise ValueError(f"{path}:{lineno}: not a valid task: {err}") from err
+  return tasks
+
+
+def save_tasks(tasks: Iterable[Task], path: str | Path) -> None:
+  """Writes tasks as canonical JSON lines (sorted keys: same tasks, same bytes)."""
+  Path(path).parent.mkdir(parents=True, exist_ok=True)
+  with open(path, "w", encoding="utf-8") as f:
+    for task in tasks:
+      f.write(json.dumps(task.model_dump(mode="json"), sort_keys=True, ensure_ascii=False))
+      f.write("\n")
+
+
+def gate_failures(task: Task) -> list[str]:
+  """The verification gates every emitted task must pass; returns the reasons it fails.
+
+  probe runs with no error envelope; v(g) = 1; no criterion already credited at s0; dropping
+  any single write of the probe fails some criterion; replacing the revisited value with its
+  stale reading (``meta["stale_substitution"]``) fails some criterion.
+  """
+  reasons = []
+  s0_env = task.make_env()  # materialised once; every replay below runs on a fork of it
+  if any(task.verify(s0_env, None).criteria):
+    reasons.append("criterion_true_at_s0")
+  writes = task.write_indices(s0_env)
+  # One pass over the probe, keeping a fork of the state just before each write, so that
+  # dropping write i replays only the calls after it.
+  env, outputs, before = s0_env.fork(), [], {}
+  for i, c in enumerate(task.reference_solution):
+    if i in writes:
+      before[i] = env.fork()
+    outputs.append(env.call_tool(c.service, c.tool, c.arguments))
+  bad = [i for i, o in enumerate(outputs) if not o["ok"]]
+  if bad:
+    reasons.append(f"probe_error_at_call_{bad[0]}")
+  if not task.verify(env, task.reference_answer).success:
+    reasons.append("reference_not_accepted")
+  if task.goal_hash and env.state_hash() != task.goal_hash:
+    reasons.append("goal_hash_mismatch")
+  for i in writes:
+    dropped, _ = task.replay(before[i], calls=task.reference_solution[i + 1 :])
+    if task.verify(dropped, task.reference_answer).success:
+      reasons.append(f"write_{i}_not_needed")
+  stale = task.meta.get("stale_substitution")
+  if stale and stale.get("answer"):
+    answer = (task.reference_answer or "").replace(stale["fresh"], stale["stale_value"])
+    if task.verify(env, answer).success:
+      reasons.append("stale_value_accepted")
+  elif stale:
+    calls = [c.model_copy(deep=True) for c in task.reference_solution]
+    calls[stale["call"]].arguments[stale["argument"]] = stale["stale_value"]
+    staled, _ = task.replay(s0_env.fork(), calls=calls)
+    if task.verify(staled, task.reference_answer).success:
+      reasons.append("stale_value_accepted")
+  return reasons

@@ -1,0 +1,439 @@
+"""Decoding the arguments ``call_tool`` passes on: typed by the tool's schema, grounded in the
+conversation.
+
+The meta-tool grammar of `rl.decoding.constrained` sees ``call_tool``'s ``arguments`` as any JSON object:
+its schema cannot depend on which tool the call names. ``ArgumentConstraint`` wraps that grammar
+(or none) with the same ``allowed``/``advance`` interface as `rl.decoding.constrained.Constraint`, follows
+the call's JSON as it is written (`JsonScanner`) and, once the call has named its ``service`` and
+``tool`` (as the chat format writes them: typed, a call names them first), constrains the object
+passed on,
+``{"name": "call_tool", "arguments": {"service": S, "tool": T, "arguments": {HERE}}}``:
+
+- **typed** (``schemas``: ``(service, tool)`` → the tool's input JSON Schema): its keys are the
+  tool's parameters, each at most once; it closes only once every required one is there; a
+  parameter with a string ``enum`` takes one of its values, and a value starts as its
+  parameter's ``type`` says (a string, a number, a boolean...). This is the grammar "from the tool's
+  JSON Schema" as vLLM and SGLang decode tool calls; other keywords (an integer's lack of a
+  fraction, ranges, patterns) are left to the service's own validation.
+- **grounded** (``ground=True``): every other string value in it is a copy out of the
+  conversation's text (the prompt: instruction and tool replies), whole words or a whole id: it
+  starts at the start of a word there and may only end at the end of one ("inv_edff9e11", never
+  "inv_e"). The model still chooses *which* copy and how many words. A value that is not in the
+  conversation (a text the task asks the agent to compose) cannot be written: the lever trades
+  those for copies, and is reported beside the plain grammar. With ``schemas`` too, a number
+  passed for a parameter that has no ``default`` (an amount, a quantity, a reorder point: not a
+  page size or an offset) is grounded the same way: one of the numbers the conversation writes
+  (``"13,600.00"`` may be passed as ``13600.00``, ``13600.0`` or ``13600``).
+
+A small policy trained from scratch names the right tool long before it learns to copy (README,
+"A policy that learns on a CPU"): it writes a query or an id it saw in training instead of the one
+in the instruction or the last reply. Both levers act on exactly those tokens.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rl.decoding.constrained import CALL_SYM, SPECIAL_BASE, Constraint, Vocabulary
+
+_QUOTE, _BACKSLASH = 0x22, 0x5C
+#: Bytes that make up words and ids (and every byte of a multi-byte UTF-8 character).
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") | frozenset(
+  range(0x80, 0x100)
+)
+#: What a copy may start with (a word, a channel, a handle, a signed or money amount) and end with.
+_LEAD = _WORD | frozenset(b"#@+-$(")
+_TAIL = _WORD | frozenset(b")")
+#: The first byte of a JSON value of each type.
+_STARTS = {
+  "string": frozenset(b'"'),
+  "integer": frozenset(b"-0123456789"),
+  "number": frozenset(b"-0123456789"),
+  "boolean": frozenset(b"tf"),
+  "null": frozenset(b"n"),
+  "array": frozenset(b"["),
+  "object": frozenset(b"{"),
+}
+#: Bytes a bare JSON number is written with.
+_NUMBER = frozenset(b"-+.0123456789eE")
+#: A number as text writes it: not part of an id or a word, thousands maybe comma-separated.
+_NUMBER_TEXT = re.compile(rb"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w])")
+#: The key path of the object call_tool passes on.
+_PASSED_ON = ("arguments", "arguments")
+
+Schemas = Mapping[tuple[str, str], Mapping[str, Any]]
+
+
+class JsonScanner:
+  """Where the text of a turn is inside a tool call's JSON: the open containers and the key of
+  each, the string being written (key or value), the string fields of the call's ``arguments``.
+
+  Fed one symbol at a time (`rl.decoding.constrained` symbols: bytes, and the chat's specials). It is a
+  tracker, not a validator: malformed JSON leaves it in some state and the next ``<tool_call>``
+  resets it.
+  """
+
+  def __init__(self):
+    self.in_call = False
+    self._reset()
+
+  def _reset(self) -> None:
+    # One frame per open container: "{" an object expecting a key, ":" one in a member's value
+    # (after its colon, until the comma), "[" an array; with each, the key of its member being
+    # written (None in an array) and the keys it has.
+    self.stack: list[str] = []
+    self.keys: list[str | None] = []
+    self.used: list[set[str]] = []
+    self.fields: dict[str, str] = {}  # string members of the call's "arguments" (service, tool)
+    self.in_string = self.is_value = self.escape = False
+    self.awaiting = False  # after a member's colon, before its value
+    self.value = bytearray()  # the string so far, as written (JSON-escaped)
+    self.scalar = bytearray()  # the bare number being written as a member's value, so far
+
+  def copy(self) -> JsonScanner:
+    other = JsonScanner.__new__(JsonScanner)
+    other.__dict__.update(
+      self.__dict__,
+      stack=list(self.stack),
+      keys=list(self.keys),
+      used=[set(u) for u in self.used],
+      fields=dict(self.fields),
+      value=bytearray(self.value),
+      scalar=bytearray(self.scalar),
+    )
+    return other
+
+  def feed(self, sym: int) -> None:
+    if sym >= SPECIAL_BASE:
+      self.in_call = sym == CALL_SYM
+      self._reset()
+      return
+    if not self.in_call:
+      return
+    if self.in_string:
+      if self.escape:
+        self.escape = False
+      elif sym == _BACKSLASH:
+        self.escape = True
+      elif sym == _QUOTE:
+        self.in_string = False
+        self._closed(_text(self.value))
+        return
+      self.value.append(sym)
+      return
+    c = chr(sym)
+    if sym in _NUMBER and (self.scalar or self.awaiting):
+      self.scalar.append(sym)
+    else:
+      self.scalar.clear()
+    if c != " ":
+      self.awaiting = c == ":" and bool(self.stack) and self.stack[-1] == "{"
+    if c == '"':
+      self.in_string, self.escape = True, False
+      self.is_value = bool(self.stack) and self.stack[-1] in ":["
+      self.value.clear()
+    elif c in "{[":
+      self.stack.append(c)
+      self.keys.append(None)
+      self.used.append(set())
+    elif c in "}]":
+      if self.stack:
+        del self.stack[-1], self.keys[-1], self.used[-1]
+    elif c == ":" and self.stack and self.stack[-1] == "{":
+      self.stack[-1] = ":"
+    elif c == "," and self.stack and self.stack[-1] == ":":
+      self.stack[-1] = "{"
+
+  def _closed(self, text: str) -> None:
+    if not self.is_value:
+      if self.stack:
+        self.keys[-1] = text
+        self.used[-1].add(text)
+    elif self.in_call_arguments and self.stack[-1] == ":":
+      self.fields[self.keys[-1]] = text
+
+  @property
+  def depth(self) -> int:
+    """Containers (objects and arrays) around the current position."""
+    return len(self.stack)
+
+  @property
+  def in_call_arguments(self) -> bool:
+    """Directly in the call's ``arguments`` object (where service and tool are named)."""
+    return self.depth == 2 and self.keys[0] == "arguments"
+
+  @property
+  def in_passed_on(self) -> bool:
+    """In the object call_tool passes on, at any depth."""
+    return self.depth >= 3 and tuple(self.keys[:2]) == _PASSED_ON
+
+  @property
+  def passed_on(self) -> bool:
+    """Directly in the object call_tool passes on (a key, or a member's value)."""
+    return self.depth == 3 and self.in_passed_on
+
+
+def _text(b: bytes | bytearray) -> str:
+  try:
+    return json.loads(b'"' + bytes(b) + b'"')
+  except ValueError:
+    return bytes(b).decode("utf-8", "replace")
+
+
+@functools.lru_cache(maxsize=4)
+def _token_kinds(vocab: Vocabulary):
+  """Per vocabulary, once: each id's bytes (None for specials), the ids that can open, close,
+  end or continue something (a quote, brace or comma: walked on a copy of the scanner), the
+  plain ones, and the specials."""
+  token_bytes = [bytes(s) if s and s[0] < SPECIAL_BASE else None for s in vocab.symbols]
+  structural, plain = [], []
+  for i, b in enumerate(token_bytes):
+    if b:
+      (structural if any(c in b for c in b'"},') else plain).append(i)
+  specials = [i for i, b in enumerate(token_bytes) if b is None and vocab.symbols[i]]
+  return token_bytes, structural, plain, specials
+
+
+class ArgumentConstraint:
+  """One turn's decoding of what ``call_tool`` passes on, over an optional grammar ``inner``.
+
+  ``context`` is the conversation's text (bytes) values are copied from when ``ground``;
+  ``schemas`` types the object by the called tool's input schema; ``forced`` are the ids the turn
+  starts with, already fed to ``inner``.
+  """
+
+  def __init__(
+    self,
+    vocab: Vocabulary,
+    context: bytes,
+    inner: Constraint | None = None,
+    *,
+    ground: bool = True,
+    schemas: Schemas | None = None,
+    forced: Sequence[int] = (),
+  ):
+    self.vocab, self.context, self.inner = vocab, bytes(context), inner
+    self.ground, self.schemas = ground, schemas or {}
+    self.scanner = JsonScanner()
+    self._bytes, self._structural, self._plain, self._specials = _token_kinds(vocab)
+    # Of the plain tokens, those in the context: the only ones that can extend a copy.
+    self._in_context = [i for i in self._plain if self._bytes[i] in self.context]
+    self._numbers: tuple[frozenset[bytes], frozenset[bytes]] | None = None  # (whole, prefixes)
+    for token in forced:  # the turn's forced start (the inner constraint has its own)
+      for sym in vocab.symbols[int(token)]:
+        self.scanner.feed(sym)
+
+  # --- what a string may be ----------------------------------------------------------------
+
+  def _schema(self, s: JsonScanner) -> Mapping[str, Any] | None:
+    key = (s.fields.get("service"), s.fields.get("tool"))
+    return self.schemas.get(key) if None not in key else None
+
+  def _rule(self, s: JsonScanner):
+    """What the string being written in ``s`` must be: ``("key", names)`` (one of them),
+    ``("avoid", names)`` (none of them, nor a start of one), ``("enum", values)``, ``("copy",
+    None)``, or None (anything)."""
+    if not (s.in_call and s.in_string):
+      return None
+    if (
+      self.schemas
+      and not s.is_value
+      and s.in_call_arguments
+      and not {"service", "tool"} <= s.fields.keys()
+    ):
+      return "avoid", ["arguments"]  # what is passed on comes after the tool it is typed by
+    if s.passed_on and (schema := self._schema(s)) is not None:
+      props = schema.get("properties") or {}
+      if not s.is_value:
+        return "key", [k for k in props if k not in s.used[-1]]
+      enum = (props.get(s.keys[-1]) or {}).get("enum")
+      if enum and all(isinstance(v, str) for v in enum):
+        return "enum", list(enum)
+    if s.is_value and self.ground and s.in_passed_on:
+      return "copy", None
+    return None
+
+  def _value_start(self, s: JsonScanner) -> frozenset[int] | None:
+    """The bytes a member of the passed-on object may start its value with, by its
+    parameter's JSON type (a string enum: a string), once its colon is written; None when
+    anything goes."""
+    if not (s.awaiting and s.passed_on) or (schema := self._schema(s)) is None:
+      return None
+    prop = (schema.get("properties") or {}).get(s.keys[-1]) or {}
+    enum = prop.get("enum")
+    if enum:
+      return _STARTS["string"] if all(isinstance(v, str) for v in enum) else None
+    types = prop.get("type")
+    types = [types] if isinstance(types, str) else types
+    if not types or any(t not in _STARTS for t in types):
+      return None
+    return frozenset().union(*(_STARTS[t] for t in types))
+
+  def _grounds_number(self, s: JsonScanner) -> bool:
+    """Whether a bare value written here is a grounded number: the member's parameter is typed
+    a number or an integer (no enum) and has no default."""
+    if not (self.ground and s.passed_on and s.stack[-1] == ":" and not s.in_string):
+      return False
+    if (schema := self._schema(s)) is None:
+      return False
+    prop = (schema.get("properties") or {}).get(s.keys[-1]) or {}
+    types = prop.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    return bool(types) and types <= {"number", "integer"} and not {"default", "enum"} & set(prop)
+
+  def numbers(self) -> tuple[frozenset[bytes], frozenset[bytes]]:
+    """The JSON numbers the conversation writes (each as its digits, without thousands
+    separators, and as Python writes its value) and every prefix of them."""
+    if self._numbers is None:
+      whole: set[bytes] = set()
+      for m in _NUMBER_TEXT.finditer(self.context):
+        raw = m.group().replace(b",", b"")
+        value = float(raw)
+        whole.update({raw, repr(value).encode()})
+        if value.is_integer():
+          whole.add(str(int(value)).encode())
+      prefixes = {w[:k] for w in whole for k in range(1, len(w) + 1)}
+      self._numbers = frozenset(whole), frozenset(prefixes)
+    return self._numbers
+
+  def _fits(self, rule, text: bytes, closed: bool) -> bool:
+    kind, names = rule
+    if kind == "copy":
+      return bool(text) and self._occurs(text, closed)
+    written = _text(text)
+    if kind == "avoid":
+      return not any(n.startswith(written) for n in names)
+    return any(n == written if closed else n.startswith(written) for n in names)
+
+  def _ends_word(self, k: int) -> bool:
+    """A copy may end just before context position ``k``: at the end of a word."""
+    ctx = self.context
+    return ctx[k - 1] in _TAIL and (k == len(ctx) or ctx[k] not in _WORD)
+
+  def _occurs(self, text: bytes, closed: bool) -> bool:
+    """``text`` occurs in the context starting at the start of a word and, if ``closed``,
+    ending at the end of one, else with the end of a word ahead before anything a JSON string
+    cannot hold raw (so the copy can be finished)."""
+    if text[0] not in _LEAD:
+      return False
+    ctx, at = self.context, self.context.find(text)
+    while at >= 0:
+      end = at + len(text)
+      if at == 0 or ctx[at - 1] not in _WORD:
+        k = end
+        while True:
+          if self._ends_word(k):
+            return True
+          if closed or k == len(ctx) or ctx[k] < 0x20 or ctx[k] in (_QUOTE, _BACKSLASH):
+            break
+          k += 1
+      at = ctx.find(text, at + 1)
+    return False
+
+  # --- tokens --------------------------------------------------------------------------------
+
+  def _keeps(self, b: bytes) -> bool:
+    """Whether writing ``b`` from here keeps every constrained string it touches valid (whole
+    when it closes, a valid start when it stays open) and closes the passed-on object only with
+    its required keys (and the call only once it passed one on, if its tool requires any). A
+    token may close one string and open the next (``"],["x``)."""
+    s = self.scanner.copy()
+    for byte in b:
+      if byte != 0x20 and (first := self._value_start(s)) is not None and byte not in first:
+        return False
+      if (s.scalar or s.awaiting) and self._grounds_number(s):
+        whole, prefixes = self.numbers()
+        if byte in _NUMBER:
+          if bytes(s.scalar) + bytes([byte]) not in prefixes:
+            return False
+        elif s.scalar and bytes(s.scalar) not in whole:
+          return False  # the number would end here, short of one the conversation writes
+      if s.in_string and byte == _QUOTE and not s.escape:
+        rule = self._rule(s)
+        if rule is not None and not self._fits(rule, bytes(s.value), closed=True):
+          return False
+      elif not s.in_string and byte == ord("}") and (schema := self._schema(s)) is not None:
+        required = set(schema.get("required") or ())
+        if s.passed_on and not required <= s.used[-1]:
+          return False
+        if s.in_call_arguments and required and "arguments" not in s.used[-1]:
+          return False  # the call ends without passing on what its tool requires
+      elif not s.in_string and byte == ord(",") and s.passed_on:
+        schema = self._schema(s)
+        if schema is not None and set(schema.get("properties") or ()) <= s.used[-1]:
+          return False  # no parameter is left for another member
+      s.feed(byte)
+    rule = self._rule(s)
+    return rule is None or not s.value or self._fits(rule, bytes(s.value), closed=False)
+
+  def _mask(self) -> np.ndarray:
+    """bool [vocab]: the tokens that keep what is passed on valid."""
+    if not self.scanner.in_call:
+      return np.ones(self.vocab.size, bool)
+    mask = np.zeros(self.vocab.size, bool)
+    rule = self._rule(self.scanner)
+    # A value's first byte (typed) and a grounded number's next: each token walked through.
+    number = bool(self.scanner.scalar) and self._grounds_number(self.scanner)
+    if number or self._value_start(self.scanner) is not None:
+      for i in self._plain:
+        mask[i] = self._keeps(self._bytes[i])
+    elif rule is None:
+      mask[self._plain] = True  # without a quote, brace or comma a token changes nothing here
+      mask[self._specials] = True
+    elif rule[0] == "copy":
+      value = bytes(self.scanner.value)
+      for i in self._in_context:
+        text = value + self._bytes[i]
+        mask[i] = text in self.context and self._occurs(text, closed=False)
+    else:
+      for i in self._plain:
+        mask[i] = self._fits(rule, bytes(self.scanner.value) + self._bytes[i], closed=False)
+    for i in self._structural:
+      mask[i] = self._keeps(self._bytes[i])
+    return mask
+
+  def allowed(self, budget: int | None = None) -> np.ndarray:
+    """bool [vocab]: the inner constraint's tokens that keep what is passed on valid. A
+    valid token that cannot finish within ``budget`` goes before the budget (the inner grammar
+    cuts the turn then, as it does on its own). Never empty: with no valid token left, the
+    inner constraint's mask."""
+    mask = self.inner.allowed(budget) if self.inner is not None else np.ones(self.vocab.size, bool)
+    if not self.scanner.in_call:
+      return mask
+    valid = self._mask()
+    for candidates in [mask] if self.inner is None else [mask, self.inner.allowed()]:
+      if (kept := candidates & valid).any():
+        return kept
+    return mask
+
+  def advance(self, token: int) -> None:
+    if self.inner is not None:
+      self.inner.advance(token)
+    for sym in self.vocab.symbols[int(token)]:
+      self.scanner.feed(sym)
+
+  @property
+  def grounding(self) -> bool:
+    """True while the next token continues a grounded (copied) string value."""
+    rule = self._rule(self.scanner)
+    return rule is not None and rule[0] == "copy"
+
+  @property
+  def finished(self) -> bool:
+    return self.inner.finished if self.inner is not None else False
+
+
+def tool_schemas(library) -> dict[tuple[str, str], dict[str, Any]]:
+  """``(service, tool)`` → input JSON Schema for every tool of a service library
+  (``compoworld.runtime.registry.registry`` or any object with ``names()`` and ``get(name)``)."""
+  return {
+    (name, tool): spec.input_schema
+    for name in library.names()
+    for tool, spec in library.get(name).tools.items()
+  }
