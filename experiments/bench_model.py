@@ -3,7 +3,7 @@
 from absl import flags
 
 from experiments.common import run_main, write_summary
-from models.benchmark import bench_model
+from models.perf.benchmark import bench_model
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/bench_model", "Where summary.json goes.")
 _CONFIG = flags.DEFINE_string("config", "small", "Model config name.")

@@ -34,7 +34,7 @@ def main(argv):
 
   from experiments.common import write_summary
   from models import make_mesh
-  from models.abstract_compile import compile_named
+  from models.perf.abstract_compile import compile_named
 
   if jax.device_count() != _DEVICES.value:
     raise RuntimeError(f"JAX started before the device flag: {jax.device_count()} devices")

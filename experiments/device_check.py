@@ -13,7 +13,7 @@ few minutes (`make device-check`; ≤ 8 minutes on a GPU or TPU host). Writes ``
   and ``sample``: sampler throughput (`rl.grpo.rollout_bench.sampler_throughput`, what
   `experiments.bench_rollout` runs), each with MFU against the device's dense bf16 peak
   (`PEAK_BF16_FLOPS`; null for a device not in the table) from the model's FLOP count
-  (`models.flops.model_summary`);
+  (`models.perf.flops.model_summary`);
 - ``sft_memory``: the memory one SFT step takes (the device's ``peak_bytes_in_use`` where it
   reports one, else the compiled step's temporaries + arguments);
 - ``moe_backend``: one MoE layer's forward + backward on the train batch's tokens with
@@ -45,8 +45,8 @@ from flax import nnx
 
 import models
 from experiments.common import run_main, write_summary
-from models.benchmark import best_seconds
 from models.moe import MoE
+from models.perf.benchmark import best_seconds
 from rl.grpo.rollout_bench import sampler_throughput
 from rl.sft.bench import benchmark
 from rl.sft.trainer import (

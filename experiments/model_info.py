@@ -4,7 +4,7 @@ from absl import flags
 
 from experiments.common import run_main, write_summary
 from models import get_config
-from models.flops import model_summary
+from models.perf.flops import model_summary
 
 _CONFIG = flags.DEFINE_string("config", "tiny", "Model config name (models.config.CONFIGS).")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/model_info", "Where summary.json goes.")

@@ -2,10 +2,10 @@
 
 from models.config import CONFIGS, ModelConfig, get_config
 from models.decode import decode_step, greedy_generate, prefill
-from models.flops import model_summary
-from models.hf import config_from_hf, config_to_hf, from_pretrained, save_pretrained
+from models.io.hf import config_from_hf, config_to_hf, from_pretrained, save_pretrained
 from models.loss import lm_loss
 from models.model import Cache, Output, Transformer, abstract_model, create_model
+from models.perf.flops import model_summary
 from models.sharding import RULES, make_mesh, use_mesh
 
 __all__ = [

@@ -16,7 +16,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 class ModelConfig:
   """Sizes and numerics of the hybrid Gated DeltaNet / gated attention MoE decoder.
 
-  Field names follow the model, not transformers; `models.hf` maps between the two.
+  Field names follow the model, not transformers; `models.io.hf` maps between the two.
   """
 
   vocab_size: int

@@ -13,8 +13,8 @@ import numpy as np
 from tqdm import tqdm
 
 import models
-from models.flops import model_summary
 from models.loss import loss_chunk_length
+from models.perf.flops import model_summary
 from rl.sft.steps import make_optimizer, make_train_step
 from rl.sft.trainer import get_default_config, init_state, measure_matmul_peak, shard_batch
 

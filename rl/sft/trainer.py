@@ -28,7 +28,6 @@ from jax.sharding import NamedSharding, PartitionSpec
 from tqdm import tqdm
 
 import models
-from models.flops import model_summary
 from models.loss import (  # noqa: F401 (the fused head loss, as rl.sft.trainer has always offered it)
   LOSS_CHUNK_TOKENS,
   head_eval,
@@ -36,6 +35,7 @@ from models.loss import (  # noqa: F401 (the fused head loss, as rl.sft.trainer 
   loss_chunk_length,
   weighted_head_losses,
 )
+from models.perf.flops import model_summary
 from rl import distributed
 from rl.data.chat import ChatRenderer
 from rl.data.packing import BATCH_KEYS

@@ -3,7 +3,7 @@ import math
 import pytest
 
 from models import CONFIGS, abstract_model, get_config
-from models.flops import param_counts
+from models.perf.flops import param_counts
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))

@@ -157,7 +157,7 @@ def test_training_pointer_allows_only_earlier_positions_of_the_segment(model, co
 
 
 def test_a_copy_head_model_is_not_exported_as_qwen(config):
-  from models.hf import config_to_hf
+  from models.io.hf import config_to_hf
 
   with pytest.raises(ValueError, match="copy head"):
     config_to_hf(config)

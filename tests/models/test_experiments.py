@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from models import get_config, make_mesh
-from models.abstract_compile import compile_train_step
+from models.perf.abstract_compile import compile_train_step
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import pytest
 
 from models import get_config
-from models.flops import count_flops, model_summary
+from models.perf.flops import count_flops, model_summary
 
 
 def _spec(*shape, dtype=jnp.float32):

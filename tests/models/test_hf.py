@@ -8,8 +8,8 @@ import pytest
 from flax import nnx
 
 from models import from_pretrained, get_config, save_pretrained
-from models.hf import config_from_hf, config_to_hf
-from models.safetensors_io import INDEX_FILE, SafetensorsDir, ShardedWriter
+from models.io.hf import config_from_hf, config_to_hf
+from models.io.safetensors_io import INDEX_FILE, SafetensorsDir, ShardedWriter
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -14,11 +14,11 @@ from flax import nnx
 from models import sharding
 from models.config import ModelConfig, get_config
 from models.decode import greedy_generate, prefill
-from models.flops import model_summary
 from models.layers import SwiGLU
 from models.loss import lm_loss
 from models.model import create_model
 from models.moe import MoE
+from models.perf.flops import model_summary
 
 MOE_RATIO_TARGET = 1.5  # sort-and-slice MoE time / dense SwiGLU time, on CPU
 

@@ -19,8 +19,8 @@ from flax import nnx
 
 from models import sharding
 from models.config import ModelConfig
+from models.io.safetensors_io import SafetensorsDir, ShardedWriter
 from models.model import Transformer, abstract_model
-from models.safetensors_io import SafetensorsDir, ShardedWriter
 
 Array = np.ndarray
 Converter = tuple[Callable[[Array], Array], Callable[[Array], Array]]  # (hf -> ours, ours -> hf)

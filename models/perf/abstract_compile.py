@@ -16,9 +16,9 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from models import sharding
 from models.config import PUBLISHED_SIZES, ModelConfig, get_config
-from models.flops import param_counts
 from models.loss import lm_loss
 from models.model import abstract_model
+from models.perf.flops import param_counts
 
 
 def per_device_bytes(state) -> int:
