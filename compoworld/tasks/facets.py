@@ -126,6 +126,10 @@ def _import_facets(provider: str) -> None:
       importlib.import_module(module)
 
 
+def _no_target(ctx: AuthorContext) -> None:
+  """A revisit's change writes to the record its first read found, so it prepares nothing."""
+
+
 class FacetRegistry:
   def __init__(self, providers: tuple[str, ...] = ("envs",)) -> None:
     self._providers, self._loaded = providers, False
@@ -172,6 +176,29 @@ class FacetRegistry:
     self.revisits[revisit.service].append(revisit)
     self._memo.clear()
     return revisit
+
+  def sink(self, service: str, kind: str, name: str, **fields: Any) -> Sink:
+    """Registers ``Sink(service, kind, name, **fields)``: how a facet module declares a write."""
+    return self.add_sink(Sink(service, kind, name, **fields))
+
+  def revisit(
+    self,
+    service: str,
+    *,
+    kind: str,
+    kind_in: str,
+    kind_after: str,
+    name: str,
+    first: Callable[[AuthorContext], tuple[Found, Any]],
+    second: Callable[[AuthorContext, Any], Found],
+    change: str | None = None,
+    **write: Any,
+  ) -> Revisit:
+    """Registers a revisit whose change is the write ``Sink(service, kind_in, change, **write)``
+    (``change`` names it, ``name`` by default); it needs no ``prepare``: its target is the
+    record ``first`` read."""
+    sink = Sink(service, kind_in, change or name, prepare=_no_target, **write)
+    return self.add_revisit(Revisit(service, kind, kind_in, kind_after, name, first, sink, second))
 
   # --- what a step at a service can do ------------------------------------------------------
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from compoworld.tasks.authoring import AuthorContext
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import future_slot, iso, time_label, topic, user_email
 from envs._world import world
@@ -103,17 +103,15 @@ def _small_meeting(ctx: AuthorContext) -> dict:
   return _find(ctx, _scenario_event(ctx, guests=0))
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "person.email",
-    "invite_to_meeting",
-    prepare=_small_meeting,
-    act=lambda ctx, ev, v: ctx.call(S, "add_attendees", event_id=ev["id"], emails=[v.value]),
-    check=lambda ctx, ev, v: record_is(S, "events", ev["id"], "attendees.id", v.value, "contains"),
-    phrase=lambda ctx, ev, obj: f'add {obj} to the attendees of the "{ev["title"]}" meeting',
-    text=lambda ctx, ev, v: f'{v.label} is invited to "{ev["title"]}".',
-  )
+facets.sink(
+  S,
+  "person.email",
+  "invite_to_meeting",
+  prepare=_small_meeting,
+  act=lambda ctx, ev, v: ctx.call(S, "add_attendees", event_id=ev["id"], emails=[v.value]),
+  check=lambda ctx, ev, v: record_is(S, "events", ev["id"], "attendees.id", v.value, "contains"),
+  phrase=lambda ctx, ev, obj: f'add {obj} to the attendees of the "{ev["title"]}" meeting',
+  text=lambda ctx, ev, v: f'{v.label} is invited to "{ev["title"]}".',
 )
 
 
@@ -134,19 +132,17 @@ def _schedule(ctx: AuthorContext, target: dict, value: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "datetime",
-    "schedule_meeting",
-    prepare=_new_meeting,
-    act=_schedule,
-    check=lambda ctx, t, v: exists(
-      S, "events", where("title", t["title"]), where("start", v.value), where("status", "confirmed")
-    ),
-    phrase=lambda ctx, t, obj: f'put a 30-minute "{t["title"]}" on my Work calendar at {obj}',
-    text=lambda ctx, t, v: f'"{t["title"]}" is scheduled at {v.label}.',
-  )
+facets.sink(
+  S,
+  "datetime",
+  "schedule_meeting",
+  prepare=_new_meeting,
+  act=_schedule,
+  check=lambda ctx, t, v: exists(
+    S, "events", where("title", t["title"]), where("start", v.value), where("status", "confirmed")
+  ),
+  phrase=lambda ctx, t, obj: f'put a 30-minute "{t["title"]}" on my Work calendar at {obj}',
+  text=lambda ctx, t, v: f'"{t["title"]}" is scheduled at {v.label}.',
 )
 
 
@@ -183,24 +179,17 @@ def _link_second(ctx: AuthorContext, event: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="location",
-    kind_in="weather.condition",
-    kind_after="url",
-    name="move_online_if_bad_weather",
-    first=_venue_first,
-    change=Sink(
-      S,
-      "weather.condition",
-      "move_online",
-      prepare=lambda ctx: None,
-      act=lambda ctx, ev, v: ctx.call(S, "move_event_online", event_id=ev["id"]),
-      check=_online_check,
-      phrase=lambda ctx, ev, obj: "move that meeting online without changing its time",
-      text=lambda ctx, ev, v: f'"{ev["title"]}" is online with its start and end unchanged.',
-    ),
-    second=_link_second,
-  )
+facets.revisit(
+  S,
+  kind="location",
+  kind_in="weather.condition",
+  kind_after="url",
+  name="move_online_if_bad_weather",
+  first=_venue_first,
+  second=_link_second,
+  change="move_online",
+  act=lambda ctx, ev, v: ctx.call(S, "move_event_online", event_id=ev["id"]),
+  check=_online_check,
+  phrase=lambda ctx, ev, obj: "move that meeting online without changing its time",
+  text=lambda ctx, ev, v: f'"{ev["title"]}" is online with its start and end unchanged.',
 )

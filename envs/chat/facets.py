@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
 from envs._facets_common import colleague, iso, topic
 
@@ -63,17 +63,15 @@ def _post_check(ctx: AuthorContext, chan: dict, v: Value) -> dict:
 
 
 for kind in ("text", "url"):
-  facets.add_sink(
-    Sink(
-      S,
-      kind,
-      f"post_{kind}_in_channel",
-      prepare=_channel,
-      act=lambda ctx, c, v: ctx.call(S, "post_message", channel_id=c["id"], text=f"FYI: {v.value}"),
-      check=_post_check,
-      phrase=lambda ctx, c, obj: f"post {obj} in the #{c['name']} channel",
-      text=lambda ctx, c, v: f"#{c['name']} has a new message containing {v.label}.",
-    )
+  facets.sink(
+    S,
+    kind,
+    f"post_{kind}_in_channel",
+    prepare=_channel,
+    act=lambda ctx, c, v: ctx.call(S, "post_message", channel_id=c["id"], text=f"FYI: {v.value}"),
+    check=_post_check,
+    phrase=lambda ctx, c, obj: f"post {obj} in the #{c['name']} channel",
+    text=lambda ctx, c, v: f"#{c['name']} has a new message containing {v.label}.",
   )
 
 
@@ -109,17 +107,15 @@ def _project_channel(ctx: AuthorContext) -> dict:
   return next(c for c in listed if c["name"] == f"proj-{name}")
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "person.email",
-    "invite_to_channel",
-    prepare=_project_channel,
-    act=_invite,
-    check=lambda ctx, c, v: record_is(
-      S, "channels", c["id"], "members", _handle_of(ctx, v.value), "contains"
-    ),
-    phrase=lambda ctx, c, obj: f"add {obj} to the #{c['name']} channel",
-    text=lambda ctx, c, v: f"{v.label} is a member of #{c['name']}.",
-  )
+facets.sink(
+  S,
+  "person.email",
+  "invite_to_channel",
+  prepare=_project_channel,
+  act=_invite,
+  check=lambda ctx, c, v: record_is(
+    S, "channels", c["id"], "members", _handle_of(ctx, v.value), "contains"
+  ),
+  phrase=lambda ctx, c, obj: f"add {obj} to the #{c['name']} channel",
+  text=lambda ctx, c, v: f"{v.label} is a member of #{c['name']}.",
 )

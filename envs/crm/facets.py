@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import (
   amount_of,
@@ -282,18 +282,16 @@ def _hand_over(ctx: AuthorContext, deal: dict, value: Value) -> None:
   ctx.call(S, "update_deal", deal_id=deal["id"], owner=email)
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "person.email",
-    "hand_over_deal",
-    prepare=_my_deal,
-    act=_hand_over,
-    check=lambda ctx, d, v: record_is(S, "deals", d["id"], "owner", str(v.value).lower()),
-    phrase=lambda ctx, d, obj: f'reassign my "{d["name"]}" deal in the CRM to {obj}',
-    text=lambda ctx, d, v: f'{v.label} owns the "{d["name"]}" deal.',
-    single=True,
-  )
+facets.sink(
+  S,
+  "person.email",
+  "hand_over_deal",
+  prepare=_my_deal,
+  act=_hand_over,
+  check=lambda ctx, d, v: record_is(S, "deals", d["id"], "owner", str(v.value).lower()),
+  phrase=lambda ctx, d, obj: f'reassign my "{d["name"]}" deal in the CRM to {obj}',
+  text=lambda ctx, d, v: f'{v.label} owns the "{d["name"]}" deal.',
+  single=True,
 )
 
 
@@ -302,33 +300,31 @@ def _task_target(ctx: AuthorContext) -> dict:
   return {**deal, "subject": f"Follow up on {deal['name'].split(' - ', 1)[1]}"}
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "datetime",
+  "plan_follow_up",
+  prepare=_task_target,
+  act=lambda ctx, t, v: ctx.call(
     S,
-    "datetime",
-    "plan_follow_up",
-    prepare=_task_target,
-    act=lambda ctx, t, v: ctx.call(
-      S,
-      "log_activity",
-      kind="task",
-      subject=t["subject"],
-      deal_id=t["id"],
-      due=iso(future_time(ctx, S, v, "time_not_plannable")),
-    ),
-    check=lambda ctx, t, v: exists(
-      S,
-      "activities",
-      where("deal_id", t["id"]),
-      where("kind", "task"),
-      where("subject", t["subject"]),
-      where("due", iso(datetime.fromisoformat(str(v.value)))),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f'add a task "{t["subject"]}" to the "{t["name"]}" deal in the CRM, due at {obj}'
-    ),
-    text=lambda ctx, t, v: f'The "{t["name"]}" deal has a "{t["subject"]}" task due {v.label}.',
-  )
+    "log_activity",
+    kind="task",
+    subject=t["subject"],
+    deal_id=t["id"],
+    due=iso(future_time(ctx, S, v, "time_not_plannable")),
+  ),
+  check=lambda ctx, t, v: exists(
+    S,
+    "activities",
+    where("deal_id", t["id"]),
+    where("kind", "task"),
+    where("subject", t["subject"]),
+    where("due", iso(datetime.fromisoformat(str(v.value)))),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f'add a task "{t["subject"]}" to the "{t["name"]}" deal in the CRM, due at {obj}'
+  ),
+  text=lambda ctx, t, v: f'The "{t["name"]}" deal has a "{t["subject"]}" task due {v.label}.',
 )
 
 
@@ -337,28 +333,26 @@ def _note_target(ctx: AuthorContext) -> dict:
   return {**deal, "subject": f"{deal['name'].split(' - ', 1)[1]} update"}
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "text",
+  "log_note",
+  prepare=_note_target,
+  act=lambda ctx, t, v: ctx.call(
+    S, "log_activity", kind="note", subject=t["subject"], deal_id=t["id"], notes=str(v.value)
+  ),
+  check=lambda ctx, t, v: exists(
     S,
-    "text",
-    "log_note",
-    prepare=_note_target,
-    act=lambda ctx, t, v: ctx.call(
-      S, "log_activity", kind="note", subject=t["subject"], deal_id=t["id"], notes=str(v.value)
-    ),
-    check=lambda ctx, t, v: exists(
-      S,
-      "activities",
-      where("deal_id", t["id"]),
-      where("kind", "note"),
-      where("notes", str(v.value), "icontains"),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f'log {obj} as a note titled "{t["subject"]}" on the "{t["name"]}" deal in the CRM'
-    ),
-    text=lambda ctx, t, v: f'The "{t["name"]}" deal has a note saying {v.label}.',
-  )
+    "activities",
+    where("deal_id", t["id"]),
+    where("kind", "note"),
+    where("notes", str(v.value), "icontains"),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f'log {obj} as a note titled "{t["subject"]}" on the "{t["name"]}" deal in the CRM'
+  ),
+  text=lambda ctx, t, v: f'The "{t["name"]}" deal has a note saying {v.label}.',
 )
 
 
@@ -378,19 +372,17 @@ def _open_deal(ctx: AuthorContext) -> dict:
 
 
 for aggregates in (False, True):
-  facets.add_sink(
-    Sink(
-      S,
-      "money",
-      "set_deal_amount_to_total" if aggregates else "set_deal_amount",
-      prepare=_open_deal,
-      act=_reprice,
-      check=_amount_check,
-      phrase=lambda ctx, d, obj: f'update the amount of the "{d["name"]}" deal to {obj}',
-      text=lambda ctx, d, v: f'The "{d["name"]}" deal is worth {v.label}.',
-      aggregates=aggregates,
-      single=not aggregates,
-    )
+  facets.sink(
+    S,
+    "money",
+    "set_deal_amount_to_total" if aggregates else "set_deal_amount",
+    prepare=_open_deal,
+    act=_reprice,
+    check=_amount_check,
+    phrase=lambda ctx, d, obj: f'update the amount of the "{d["name"]}" deal to {obj}',
+    text=lambda ctx, d, v: f'The "{d["name"]}" deal is worth {v.label}.',
+    aggregates=aggregates,
+    single=not aggregates,
   )
 
 
@@ -403,18 +395,16 @@ def _move_close(ctx: AuthorContext, deal: dict, value: Value) -> None:
   ctx.call(S, "update_deal", deal_id=deal["id"], close_date=day.isoformat())
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "date",
-    "move_close_date",
-    prepare=_open_deal,
-    act=_move_close,
-    check=lambda ctx, d, v: record_is(S, "deals", d["id"], "close_date", str(v.value)),
-    phrase=lambda ctx, d, obj: f'move the expected close date of the "{d["name"]}" deal to {obj}',
-    text=lambda ctx, d, v: f'The "{d["name"]}" deal is expected to close on {v.label}.',
-    single=True,
-  )
+facets.sink(
+  S,
+  "date",
+  "move_close_date",
+  prepare=_open_deal,
+  act=_move_close,
+  check=lambda ctx, d, v: record_is(S, "deals", d["id"], "close_date", str(v.value)),
+  phrase=lambda ctx, d, obj: f'move the expected close date of the "{d["name"]}" deal to {obj}',
+  text=lambda ctx, d, v: f'The "{d["name"]}" deal is expected to close on {v.label}.',
+  single=True,
 )
 
 
@@ -447,26 +437,24 @@ def _open_new_deal(ctx: AuthorContext, t: dict, value: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "company.name",
+  "open_deal",
+  prepare=_new_deal_target,
+  act=_open_new_deal,
+  check=lambda ctx, t, v: exists(
     S,
-    "company.name",
-    "open_deal",
-    prepare=_new_deal_target,
-    act=_open_new_deal,
-    check=lambda ctx, t, v: exists(
-      S,
-      "deals",
-      where("account_id", _account_for(ctx, v)),
-      where("name", t["name"]),
-      where("amount", t["amount"], "approx"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f'open a "{t["name"]}" deal in the CRM with {obj} as the customer, worth '
-      f"{t['amount']:,.2f} and expected to close on {t['close_date']}"
-    ),
-    text=lambda ctx, t, v: f'A "{t["name"]}" deal is open with {v.label}.',
-  )
+    "deals",
+    where("account_id", _account_for(ctx, v)),
+    where("name", t["name"]),
+    where("amount", t["amount"], "approx"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f'open a "{t["name"]}" deal in the CRM with {obj} as the customer, worth '
+    f"{t['amount']:,.2f} and expected to close on {t['close_date']}"
+  ),
+  text=lambda ctx, t, v: f'A "{t["name"]}" deal is open with {v.label}.',
 )
 
 
@@ -494,27 +482,19 @@ def _amount_second(ctx: AuthorContext, deal: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="person.email",
-    kind_in="money",
-    kind_after="money",
-    name="reprice_deal",
-    first=_contact_first,
-    change=Sink(
-      S,
-      "money",
-      "reprice_deal",
-      prepare=lambda ctx: None,
-      act=_reprice,
-      check=lambda ctx, d, v: all_of(
-        _amount_check(ctx, d, v), record_is(S, "deals", d["id"], "stage", d["stage"])
-      ),
-      phrase=lambda ctx, d, obj: f'update the amount of the "{d["name"]}" deal to {obj}',
-      text=lambda ctx, d, v: f'The "{d["name"]}" deal is worth {v.label}, in the same stage.',
-      single=True,
-    ),
-    second=_amount_second,
-  )
+facets.revisit(
+  S,
+  kind="person.email",
+  kind_in="money",
+  kind_after="money",
+  name="reprice_deal",
+  first=_contact_first,
+  second=_amount_second,
+  act=_reprice,
+  check=lambda ctx, d, v: all_of(
+    _amount_check(ctx, d, v), record_is(S, "deals", d["id"], "stage", d["stage"])
+  ),
+  phrase=lambda ctx, d, obj: f'update the amount of the "{d["name"]}" deal to {obj}',
+  text=lambda ctx, d, v: f'The "{d["name"]}" deal is worth {v.label}, in the same stage.',
+  single=True,
 )

@@ -8,7 +8,7 @@ import re
 from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
 from envs._facets_common import colleague, iso, topic
 from envs._world import world
@@ -299,58 +299,52 @@ def _note_check(ctx: AuthorContext, doc: dict, text: str) -> dict:
 
 
 for kind in ("text", "url", "reference"):
-  facets.add_sink(
-    Sink(
-      S,
-      kind,
-      f"note_{kind}_on_brief",
-      prepare=_put_brief,
-      act=lambda ctx, d, v: ctx.call(
-        S, "add_annotation", document_id=d["id"], page=1, text=f"Note: {v.value}"
-      ),
-      check=lambda ctx, d, v: _note_check(ctx, d, str(v.value)),
-      phrase=lambda ctx, d, obj: f'add a note with {obj} to page 1 of the "{d["title"]}" document',
-      text=lambda ctx, d, v: f'"{d["title"]}" has a new note with {v.label}.',
-    )
-  )
-
-
-facets.add_sink(
-  Sink(
+  facets.sink(
     S,
-    "person.email",
-    "ask_to_review",
+    kind,
+    f"note_{kind}_on_brief",
     prepare=_put_brief,
     act=lambda ctx, d, v: ctx.call(
-      S,
-      "add_annotation",
-      document_id=d["id"],
-      page=1,
-      text=f"{v.value}: please review the open questions.",
+      S, "add_annotation", document_id=d["id"], page=1, text=f"Note: {v.value}"
     ),
     check=lambda ctx, d, v: _note_check(ctx, d, str(v.value)),
-    phrase=lambda ctx, d, obj: (
-      f'add a note to page 1 of the "{d["title"]}" document asking {obj} to review it, with '
-      "their email address in the note"
-    ),
-    text=lambda ctx, d, v: f'A note on "{d["title"]}" asks {v.label} to review it.',
+    phrase=lambda ctx, d, obj: f'add a note with {obj} to page 1 of the "{d["title"]}" document',
+    text=lambda ctx, d, v: f'"{d["title"]}" has a new note with {v.label}.',
   )
+
+
+facets.sink(
+  S,
+  "person.email",
+  "ask_to_review",
+  prepare=_put_brief,
+  act=lambda ctx, d, v: ctx.call(
+    S,
+    "add_annotation",
+    document_id=d["id"],
+    page=1,
+    text=f"{v.value}: please review the open questions.",
+  ),
+  check=lambda ctx, d, v: _note_check(ctx, d, str(v.value)),
+  phrase=lambda ctx, d, obj: (
+    f'add a note to page 1 of the "{d["title"]}" document asking {obj} to review it, with '
+    "their email address in the note"
+  ),
+  text=lambda ctx, d, v: f'A note on "{d["title"]}" asks {v.label} to review it.',
 )
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "sku",
-    "tag_brief",
-    prepare=_put_brief,
-    act=lambda ctx, d, v: ctx.call(S, "add_tag", document_id=d["id"], tag=str(v.value)),
-    check=lambda ctx, d, v: record_is(
-      S, "documents", d["id"], "tags", "-".join(str(v.value).lower().split()), "contains"
-    ),
-    phrase=lambda ctx, d, obj: f'tag the "{d["title"]}" document with {obj}',
-    text=lambda ctx, d, v: f'"{d["title"]}" is tagged {v.label}.',
-  )
+facets.sink(
+  S,
+  "sku",
+  "tag_brief",
+  prepare=_put_brief,
+  act=lambda ctx, d, v: ctx.call(S, "add_tag", document_id=d["id"], tag=str(v.value)),
+  check=lambda ctx, d, v: record_is(
+    S, "documents", d["id"], "tags", "-".join(str(v.value).lower().split()), "contains"
+  ),
+  phrase=lambda ctx, d, obj: f'tag the "{d["title"]}" document with {obj}',
+  text=lambda ctx, d, v: f'"{d["title"]}" is tagged {v.label}.',
 )
 
 
@@ -358,30 +352,28 @@ def _upload_target(ctx: AuthorContext) -> dict:
   return {"about": topic(ctx)}
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "title",
+  "upload_report",
+  prepare=_upload_target,
+  act=lambda ctx, t, v: ctx.call(
     S,
-    "title",
-    "upload_report",
-    prepare=_upload_target,
-    act=lambda ctx, t, v: ctx.call(
-      S,
-      "upload_document",
-      title=str(v.value),
-      category="report",
-      text=f"{v.value}\n\nStatus notes for the {t['about']}.",
-    ),
-    check=lambda ctx, t, v: exists(
-      S,
-      "documents",
-      where("title", str(v.value)),
-      where("category", "report"),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"upload a short report to the document store with {obj} as its title and a line of "
-      f"status notes on the {t['about']} as its text"
-    ),
-    text=lambda ctx, t, v: f'A report titled "{v.label}" is in the document store.',
-  )
+    "upload_document",
+    title=str(v.value),
+    category="report",
+    text=f"{v.value}\n\nStatus notes for the {t['about']}.",
+  ),
+  check=lambda ctx, t, v: exists(
+    S,
+    "documents",
+    where("title", str(v.value)),
+    where("category", "report"),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"upload a short report to the document store with {obj} as its title and a line of "
+    f"status notes on the {t['about']} as its text"
+  ),
+  text=lambda ctx, t, v: f'A report titled "{v.label}" is in the document store.',
 )

@@ -7,7 +7,7 @@ import re
 from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import amount_of, colleague, iso, topic, user_email
 from envs._world import world
@@ -279,68 +279,62 @@ def _share(ctx: AuthorContext, file: dict, v: Value) -> None:
   ctx.call(S, "share_item", item_id=file["id"], email=email, role="editor")
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "person.email",
+  "share_as_editor",
+  prepare=_my_doc,
+  act=_share,
+  check=lambda ctx, f, v: exists(
     S,
-    "person.email",
-    "share_as_editor",
-    prepare=_my_doc,
-    act=_share,
-    check=lambda ctx, f, v: exists(
-      S,
-      "permissions",
-      where("item_id", f["id"]),
-      where("grantee", str(v.value).lower()),
-      where("role", "editor"),
-    ),
-    phrase=lambda ctx, f, obj: f'give {obj} edit access to the "{f["name"]}" document in Drive',
-    text=lambda ctx, f, v: f'{v.label} can edit "{f["name"]}".',
-  )
+    "permissions",
+    where("item_id", f["id"]),
+    where("grantee", str(v.value).lower()),
+    where("role", "editor"),
+  ),
+  phrase=lambda ctx, f, obj: f'give {obj} edit access to the "{f["name"]}" document in Drive',
+  text=lambda ctx, f, v: f'{v.label} can edit "{f["name"]}".',
 )
 
 
 for kind in ("text", "url"):
-  facets.add_sink(
-    Sink(
+  facets.sink(
+    S,
+    kind,
+    f"save_{kind}_in_new_doc",
+    prepare=lambda ctx: {"name": f"{topic(ctx)} memo"},
+    act=lambda ctx, t, v: ctx.call(S, "create_file", name=t["name"], content=str(v.value)),
+    check=lambda ctx, t, v: exists(
       S,
-      kind,
-      f"save_{kind}_in_new_doc",
-      prepare=lambda ctx: {"name": f"{topic(ctx)} memo"},
-      act=lambda ctx, t, v: ctx.call(S, "create_file", name=t["name"], content=str(v.value)),
-      check=lambda ctx, t, v: exists(
-        S,
-        "files",
-        where("name", t["name"]),
-        where("content", str(v.value), "icontains"),
-        where("trashed", False),
-      ),
-      phrase=lambda ctx, t, obj: f'save {obj} in a new Drive document called "{t["name"]}"',
-      text=lambda ctx, t, v: f'The Drive document "{t["name"]}" holds {v.label}.',
-    )
+      "files",
+      where("name", t["name"]),
+      where("content", str(v.value), "icontains"),
+      where("trashed", False),
+    ),
+    phrase=lambda ctx, t, obj: f'save {obj} in a new Drive document called "{t["name"]}"',
+    text=lambda ctx, t, v: f'The Drive document "{t["name"]}" holds {v.label}.',
   )
 
 
 # One sink writes the amount it is handed; its twin writes the total of several amounts.
 for aggregates in (False, True):
-  facets.add_sink(
-    Sink(
+  facets.sink(
+    S,
+    "money",
+    "write_total_in_new_doc" if aggregates else "write_amount_in_new_doc",
+    prepare=lambda ctx: {"name": f"{topic(ctx)} figures"},
+    act=lambda ctx, t, v: ctx.call(
+      S, "create_file", name=t["name"], content=f"Amount: {_num(amount_of(v))}"
+    ),
+    check=lambda ctx, t, v: exists(
       S,
-      "money",
-      "write_total_in_new_doc" if aggregates else "write_amount_in_new_doc",
-      prepare=lambda ctx: {"name": f"{topic(ctx)} figures"},
-      act=lambda ctx, t, v: ctx.call(
-        S, "create_file", name=t["name"], content=f"Amount: {_num(amount_of(v))}"
-      ),
-      check=lambda ctx, t, v: exists(
-        S,
-        "files",
-        where("name", t["name"]),
-        {"field": "content", "cmp": "approx", "value": amount_of(v), "tolerance": 0.01},
-      ),
-      phrase=lambda ctx, t, obj: f'write {obj} in a new Drive document called "{t["name"]}"',
-      text=lambda ctx, t, v: f'The Drive document "{t["name"]}" states {v.label}.',
-      aggregates=aggregates,
-    )
+      "files",
+      where("name", t["name"]),
+      {"field": "content", "cmp": "approx", "value": amount_of(v), "tolerance": 0.01},
+    ),
+    phrase=lambda ctx, t, obj: f'write {obj} in a new Drive document called "{t["name"]}"',
+    text=lambda ctx, t, v: f'The Drive document "{t["name"]}" states {v.label}.',
+    aggregates=aggregates,
   )
 
 
@@ -397,25 +391,18 @@ def _budget_second(ctx: AuthorContext, t: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="money",
-    kind_in="money",
-    kind_after="money",
-    name="update_budget_line",
-    first=_budget_first,
-    change=Sink(
-      S,
-      "money",
-      "set_budget_line",
-      prepare=lambda ctx: None,
-      act=_set_line,
-      check=_line_check,
-      phrase=lambda ctx, t, obj: f'set the {t["line"]} line of the "{t["name"]}" sheet to {obj}',
-      text=lambda ctx, t, v: f'The {t["line"]} line of "{t["name"]}" reads {v.label}.',
-      single=True,  # a sheet line holds one amount
-    ),
-    second=_budget_second,
-  )
+facets.revisit(
+  S,
+  kind="money",
+  kind_in="money",
+  kind_after="money",
+  name="update_budget_line",
+  first=_budget_first,
+  second=_budget_second,
+  change="set_budget_line",
+  act=_set_line,
+  check=_line_check,
+  phrase=lambda ctx, t, obj: f'set the {t["line"]} line of the "{t["name"]}" sheet to {obj}',
+  text=lambda ctx, t, v: f'The {t["line"]} line of "{t["name"]}" reads {v.label}.',
+  single=True,  # a sheet line holds one amount
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import future_time, iso, time_label, topic
 from envs._world import world
@@ -208,26 +208,24 @@ def _subscribe(ctx: AuthorContext, t: dict, value: Value) -> None:
   ctx.call(S, "add_subscriber", audience_id=t["audience_id"], email=email, tags=[t["tag"]])
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "person.email",
+  "subscribe_with_tag",
+  prepare=_beta_list,
+  act=_subscribe,
+  check=lambda ctx, t, v: exists(
     S,
-    "person.email",
-    "subscribe_with_tag",
-    prepare=_beta_list,
-    act=_subscribe,
-    check=lambda ctx, t, v: exists(
-      S,
-      "subscribers",
-      where("audience_id", t["audience_id"]),
-      where("email", str(v.value).lower()),
-      where("status", "subscribed"),
-      where("tags", t["tag"], "contains"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f'subscribe {obj} to our "{t["audience"]}" mailing list with the tag "{t["tag"]}"'
-    ),
-    text=lambda ctx, t, v: f'{v.label} is subscribed to "{t["audience"]}", tagged {t["tag"]}.',
-  )
+    "subscribers",
+    where("audience_id", t["audience_id"]),
+    where("email", str(v.value).lower()),
+    where("status", "subscribed"),
+    where("tags", t["tag"], "contains"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f'subscribe {obj} to our "{t["audience"]}" mailing list with the tag "{t["tag"]}"'
+  ),
+  text=lambda ctx, t, v: f'{v.label} is subscribed to "{t["audience"]}", tagged {t["tag"]}.',
 )
 
 
@@ -250,20 +248,16 @@ def _scheduled_check(ctx: AuthorContext, campaign: dict, value: Value) -> dict:
   )
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "datetime",
-    "schedule_campaign",
-    prepare=_draft_campaign,
-    act=_schedule,
-    check=_scheduled_check,
-    phrase=lambda ctx, c, obj: (
-      f'schedule the draft "{c["name"]}" email campaign to go out at {obj}'
-    ),
-    text=lambda ctx, c, v: f'"{c["name"]}" is scheduled to go out at {v.label}.',
-    single=True,
-  )
+facets.sink(
+  S,
+  "datetime",
+  "schedule_campaign",
+  prepare=_draft_campaign,
+  act=_schedule,
+  check=_scheduled_check,
+  phrase=lambda ctx, c, obj: f'schedule the draft "{c["name"]}" email campaign to go out at {obj}',
+  text=lambda ctx, c, v: f'"{c["name"]}" is scheduled to go out at {v.label}.',
+  single=True,
 )
 
 
@@ -277,33 +271,31 @@ def _new_campaign(ctx: AuthorContext) -> dict:
 
 
 for kind in ("text", "url"):
-  facets.add_sink(
-    Sink(
+  facets.sink(
+    S,
+    kind,
+    f"campaign_with_{kind}",
+    prepare=_new_campaign,
+    act=lambda ctx, t, v: ctx.call(
       S,
-      kind,
-      f"campaign_with_{kind}",
-      prepare=_new_campaign,
-      act=lambda ctx, t, v: ctx.call(
-        S,
-        "create_campaign",
-        name=t["name"],
-        subject=t["subject"],
-        audience_id=t["audience_id"],
-        body=f"Hello! {v.value}",
-      ),
-      check=lambda ctx, t, v: exists(
-        S,
-        "campaigns",
-        where("name", t["name"]),
-        where("audience_id", t["audience_id"]),
-        where("body", str(v.value), "icontains"),
-      ),
-      phrase=lambda ctx, t, obj: (
-        f'draft an email campaign "{t["name"]}" to our Newsletter list, subject '
-        f'"{t["subject"]}", with {obj} in the body'
-      ),
-      text=lambda ctx, t, v: f'The draft campaign "{t["name"]}" includes {v.label}.',
-    )
+      "create_campaign",
+      name=t["name"],
+      subject=t["subject"],
+      audience_id=t["audience_id"],
+      body=f"Hello! {v.value}",
+    ),
+    check=lambda ctx, t, v: exists(
+      S,
+      "campaigns",
+      where("name", t["name"]),
+      where("audience_id", t["audience_id"]),
+      where("body", str(v.value), "icontains"),
+    ),
+    phrase=lambda ctx, t, obj: (
+      f'draft an email campaign "{t["name"]}" to our Newsletter list, subject '
+      f'"{t["subject"]}", with {obj} in the body'
+    ),
+    text=lambda ctx, t, v: f'The draft campaign "{t["name"]}" includes {v.label}.',
   )
 
 
@@ -314,32 +306,30 @@ def _subject_target(ctx: AuthorContext) -> dict:
   }
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "title",
+  "campaign_subject_line",
+  prepare=_subject_target,
+  act=lambda ctx, t, v: ctx.call(
     S,
-    "title",
-    "campaign_subject_line",
-    prepare=_subject_target,
-    act=lambda ctx, t, v: ctx.call(
-      S,
-      "create_campaign",
-      name=t["name"],
-      subject=str(v.value),
-      audience_id=t["audience_id"],
-      body=f"{v.value}: read on for the details.",
-    ),
-    check=lambda ctx, t, v: exists(
-      S,
-      "campaigns",
-      where("name", t["name"]),
-      where("audience_id", t["audience_id"]),
-      where("subject", str(v.value)),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f'draft an email campaign "{t["name"]}" to our Newsletter list with {obj} as its subject line'
-    ),
-    text=lambda ctx, t, v: f'The draft campaign "{t["name"]}" has the subject "{v.label}".',
-  )
+    "create_campaign",
+    name=t["name"],
+    subject=str(v.value),
+    audience_id=t["audience_id"],
+    body=f"{v.value}: read on for the details.",
+  ),
+  check=lambda ctx, t, v: exists(
+    S,
+    "campaigns",
+    where("name", t["name"]),
+    where("audience_id", t["audience_id"]),
+    where("subject", str(v.value)),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f'draft an email campaign "{t["name"]}" to our Newsletter list with {obj} as its subject line'
+  ),
+  text=lambda ctx, t, v: f'The draft campaign "{t["name"]}" has the subject "{v.label}".',
 )
 
 
@@ -370,27 +360,17 @@ def _time_second(ctx: AuthorContext, campaign: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="datetime",
-    kind_in="datetime",
-    kind_after="datetime",
-    name="reschedule_campaign",
-    first=_time_first,
-    change=Sink(
-      S,
-      "datetime",
-      "reschedule_campaign",
-      prepare=lambda ctx: None,
-      act=_schedule,
-      check=_scheduled_check,
-      phrase=lambda ctx, c, obj: (
-        f'move the "{c["name"]}" email campaign to go out at {obj} instead'
-      ),
-      text=lambda ctx, c, v: f'"{c["name"]}" now goes out at {v.label}.',
-      single=True,
-    ),
-    second=_time_second,
-  )
+facets.revisit(
+  S,
+  kind="datetime",
+  kind_in="datetime",
+  kind_after="datetime",
+  name="reschedule_campaign",
+  first=_time_first,
+  second=_time_second,
+  act=_schedule,
+  check=_scheduled_check,
+  phrase=lambda ctx, c, obj: f'move the "{c["name"]}" email campaign to go out at {obj} instead',
+  text=lambda ctx, c, v: f'"{c["name"]}" now goes out at {v.label}.',
+  single=True,
 )

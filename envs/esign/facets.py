@@ -8,7 +8,7 @@ import re
 from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import amount_of, iso, name_of, topic, user_email
 from envs._world import world
@@ -290,19 +290,17 @@ def _add_signer(ctx: AuthorContext, env: dict, v: Value) -> None:
   ctx.call(S, "add_signer", envelope_id=env["id"], email=email, name=name_of(ctx, email))
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "person.email",
-    "add_signer_to_draft",
-    prepare=_draft,
-    act=_add_signer,
-    check=lambda ctx, e, v: record_is(
-      S, "envelopes", e["id"], "signers.id", str(v.value).lower(), "contains"
-    ),
-    phrase=lambda ctx, e, obj: f'add {obj} as a signer of the "{e["title"]}" draft envelope',
-    text=lambda ctx, e, v: f'{v.label} is a signer of "{e["title"]}".',
-  )
+facets.sink(
+  S,
+  "person.email",
+  "add_signer_to_draft",
+  prepare=_draft,
+  act=_add_signer,
+  check=lambda ctx, e, v: record_is(
+    S, "envelopes", e["id"], "signers.id", str(v.value).lower(), "contains"
+  ),
+  phrase=lambda ctx, e, obj: f'add {obj} as a signer of the "{e["title"]}" draft envelope',
+  text=lambda ctx, e, v: f'{v.label} is a signer of "{e["title"]}".',
 )
 
 
@@ -330,26 +328,24 @@ def _send_nda(ctx: AuthorContext, t: dict, v: Value) -> None:
   ctx.call(S, "send_envelope", envelope_id=env["id"])
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "person.email",
+  "send_nda",
+  prepare=_nda_target,
+  act=_send_nda,
+  check=lambda ctx, t, v: exists(
     S,
-    "person.email",
-    "send_nda",
-    prepare=_nda_target,
-    act=_send_nda,
-    check=lambda ctx, t, v: exists(
-      S,
-      "envelopes",
-      where("title", t["title"]),
-      where("template_id", t["template"]["id"]),
-      where("signers.id", str(v.value).lower(), "contains"),
-      where("status", "sent"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f'send {obj} our Mutual NDA template for signature as the counterparty, titled "{t["title"]}"'
-    ),
-    text=lambda ctx, t, v: f'A "{t["title"]}" NDA was sent to {v.label} for signature.',
-  )
+    "envelopes",
+    where("title", t["title"]),
+    where("template_id", t["template"]["id"]),
+    where("signers.id", str(v.value).lower(), "contains"),
+    where("status", "sent"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f'send {obj} our Mutual NDA template for signature as the counterparty, titled "{t["title"]}"'
+  ),
+  text=lambda ctx, t, v: f'A "{t["title"]}" NDA was sent to {v.label} for signature.',
 )
 
 
@@ -364,21 +360,19 @@ def _void(ctx: AuthorContext, env: dict, v: Value) -> None:
   ctx.call(S, "void_envelope", envelope_id=env["id"], reason=str(v.value))
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "text",
-    "void_with_reason",
-    prepare=_to_void,
-    act=_void,
-    check=lambda ctx, e, v: all_of(
-      record_is(S, "envelopes", e["id"], "status", "voided"),
-      record_is(S, "envelopes", e["id"], "void_reason", str(v.value), "icontains"),
-    ),
-    phrase=lambda ctx, e, obj: f'void the "{e["title"]}" envelope, giving {obj} as the reason',
-    text=lambda ctx, e, v: f'"{e["title"]}" is voided with the reason "{v.label}".',
-    single=True,  # an envelope is voided for one reason
-  )
+facets.sink(
+  S,
+  "text",
+  "void_with_reason",
+  prepare=_to_void,
+  act=_void,
+  check=lambda ctx, e, v: all_of(
+    record_is(S, "envelopes", e["id"], "status", "voided"),
+    record_is(S, "envelopes", e["id"], "void_reason", str(v.value), "icontains"),
+  ),
+  phrase=lambda ctx, e, obj: f'void the "{e["title"]}" envelope, giving {obj} as the reason',
+  text=lambda ctx, e, v: f'"{e["title"]}" is voided with the reason "{v.label}".',
+  single=True,  # an envelope is voided for one reason
 )
 
 
@@ -412,21 +406,18 @@ def _approval_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
 
 
 for aggregates in (False, True):
-  facets.add_sink(
-    Sink(
-      S,
-      "money",
-      "spend_approval_for_total" if aggregates else "spend_approval",
-      prepare=_approval_target,
-      act=_send_approval,
-      check=_approval_check,
-      phrase=lambda ctx, t, obj: (
-        f'send {t["name"]} ({t["email"]}) an envelope titled "{t["title"]}" to approve '
-        f"spending {obj}"
-      ),
-      text=lambda ctx, t, v: f'"{t["title"]}" for {v.label} was sent to {t["name"]} to sign.',
-      aggregates=aggregates,
-    )
+  facets.sink(
+    S,
+    "money",
+    "spend_approval_for_total" if aggregates else "spend_approval",
+    prepare=_approval_target,
+    act=_send_approval,
+    check=_approval_check,
+    phrase=lambda ctx, t, obj: (
+      f'send {t["name"]} ({t["email"]}) an envelope titled "{t["title"]}" to approve spending {obj}'
+    ),
+    text=lambda ctx, t, v: f'"{t["title"]}" for {v.label} was sent to {t["name"]} to sign.',
+    aggregates=aggregates,
   )
 
 
@@ -482,27 +473,20 @@ def _customer_second(ctx: AuthorContext, t: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="person.email",
-    kind_in="person.email",
-    kind_after="person.email",
-    name="replace_customer_signer",
-    first=_customer_first,
-    change=Sink(
-      S,
-      "person.email",
-      "replace_signer",
-      prepare=lambda ctx: None,
-      act=_replace,
-      check=_replaced_check,
-      phrase=lambda ctx, t, obj: (
-        f'make {obj} the customer signer of the "{t["title"]}" draft instead, still signing first'
-      ),
-      text=lambda ctx, t, v: f'{v.label} replaced the previous customer signer of "{t["title"]}".',
-      single=True,  # a draft has one customer signer
-    ),
-    second=_customer_second,
-  )
+facets.revisit(
+  S,
+  kind="person.email",
+  kind_in="person.email",
+  kind_after="person.email",
+  name="replace_customer_signer",
+  first=_customer_first,
+  second=_customer_second,
+  change="replace_signer",
+  act=_replace,
+  check=_replaced_check,
+  phrase=lambda ctx, t, obj: (
+    f'make {obj} the customer signer of the "{t["title"]}" draft instead, still signing first'
+  ),
+  text=lambda ctx, t, v: f'{v.label} replaced the previous customer signer of "{t["title"]}".',
+  single=True,  # a draft has one customer signer
 )

@@ -8,7 +8,7 @@ from datetime import datetime, time, timedelta
 from typing import Any
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
 from envs._facets_common import (
   amount_is,
@@ -256,23 +256,21 @@ for _name, _aggregates, _what in (
   ("log_expense", False, "add {obj} as a {cat} expense"),
   ("log_total_expense", True, "add a single {cat} expense of {obj}"),
 ):
-  facets.add_sink(
-    Sink(
-      S,
-      "money",
-      _name,
-      prepare=_my_draft,
-      act=_log,
-      check=_log_check,
-      phrase=lambda ctx, t, obj, what=_what: (
-        f"{what.format(obj=obj, cat=t['category'])} from {t['merchant']} dated {t['date']} to "
-        f'my draft "{t["title"]}" expense report'
-      ),
-      text=lambda ctx, t, v: (
-        f'"{t["title"]}" has a {v.label} {t["category"]} expense from {t["merchant"]}.'
-      ),
-      aggregates=_aggregates,
-    )
+  facets.sink(
+    S,
+    "money",
+    _name,
+    prepare=_my_draft,
+    act=_log,
+    check=_log_check,
+    phrase=lambda ctx, t, obj, what=_what: (
+      f"{what.format(obj=obj, cat=t['category'])} from {t['merchant']} dated {t['date']} to "
+      f'my draft "{t["title"]}" expense report'
+    ),
+    text=lambda ctx, t, v: (
+      f'"{t["title"]}" has a {v.label} {t["category"]} expense from {t["merchant"]}.'
+    ),
+    aggregates=_aggregates,
   )
 
 
@@ -282,23 +280,21 @@ def _open_report(ctx: AuthorContext, t: dict, v: Value) -> None:
   ctx.call(S, "create_report", employee=v.value, title=t["title"])
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "person.email",
+  "open_report_for",
+  prepare=lambda ctx: {"title": f"{topic(ctx)} expenses"},
+  act=_open_report,
+  check=lambda ctx, t, v: exists(
     S,
-    "person.email",
-    "open_report_for",
-    prepare=lambda ctx: {"title": f"{topic(ctx)} expenses"},
-    act=_open_report,
-    check=lambda ctx, t, v: exists(
-      S,
-      "reports",
-      where("employee", str(v.value).lower()),
-      where("title", t["title"]),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: f'start a draft expense report titled "{t["title"]}" for {obj}',
-    text=lambda ctx, t, v: f'{v.label} has a new "{t["title"]}" expense report.',
-  )
+    "reports",
+    where("employee", str(v.value).lower()),
+    where("title", t["title"]),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: f'start a draft expense report titled "{t["title"]}" for {obj}',
+  text=lambda ctx, t, v: f'{v.label} has a new "{t["title"]}" expense report.',
 )
 
 
@@ -308,23 +304,21 @@ def _titled(ctx: AuthorContext, t: dict, v: Value) -> None:
   ctx.call(S, "create_report", employee=t["me"], title=str(v.value))
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "title",
+  "report_titled",
+  prepare=lambda ctx: {"me": user_email(ctx)},
+  act=_titled,
+  check=lambda ctx, t, v: exists(
     S,
-    "title",
-    "report_titled",
-    prepare=lambda ctx: {"me": user_email(ctx)},
-    act=_titled,
-    check=lambda ctx, t, v: exists(
-      S,
-      "reports",
-      where("employee", t["me"]),
-      where("title", str(v.value)),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: f"start a new draft expense report of mine with {obj} as its title",
-    text=lambda ctx, t, v: f'I have a new draft expense report titled "{v.label}".',
-  )
+    "reports",
+    where("employee", t["me"]),
+    where("title", str(v.value)),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: f"start a new draft expense report of mine with {obj} as its title",
+  text=lambda ctx, t, v: f'I have a new draft expense report titled "{v.label}".',
 )
 
 
@@ -352,27 +346,25 @@ def _attach(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "url",
+  "attach_receipt",
+  prepare=_receipt_target,
+  act=_attach,
+  check=lambda ctx, t, v: exists(
     S,
-    "url",
-    "attach_receipt",
-    prepare=_receipt_target,
-    act=_attach,
-    check=lambda ctx, t, v: exists(
-      S,
-      "expenses",
-      where("report_id", t["report"]["id"]),
-      where("receipt_url", v.value),
-      amount_is("amount", t["amount"]),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"add the {t['amount']:,.2f} {t['category']} expense from {t['merchant']} dated "
-      f'{t["date"]} to my draft "{t["title"]}" expense report, with {obj} as its receipt'
-    ),
-    text=lambda ctx, t, v: f'The {t["merchant"]} expense on "{t["title"]}" has receipt {v.label}.',
-    single=True,
-  )
+    "expenses",
+    where("report_id", t["report"]["id"]),
+    where("receipt_url", v.value),
+    amount_is("amount", t["amount"]),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"add the {t['amount']:,.2f} {t['category']} expense from {t['merchant']} dated "
+    f'{t["date"]} to my draft "{t["title"]}" expense report, with {obj} as its receipt'
+  ),
+  text=lambda ctx, t, v: f'The {t["merchant"]} expense on "{t["title"]}" has receipt {v.label}.',
+  single=True,
 )
 
 
@@ -401,29 +393,21 @@ def _total_second(ctx: AuthorContext, t: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="money",
-    kind_in="money",
-    kind_after="money",
-    name="report_total_after_expense",
-    first=_total_first,
-    change=Sink(
-      S,
-      "money",
-      "add_expense_to_report",
-      prepare=lambda ctx: None,
-      act=_log,
-      check=_log_check,
-      phrase=lambda ctx, t, obj: (
-        f"add {obj} to that report as a {t['category']} expense from {t['merchant']} dated "
-        f"{t['date']}"
-      ),
-      text=lambda ctx, t, v: (
-        f'"{t["title"]}" has a {v.label} {t["category"]} expense from {t["merchant"]}.'
-      ),
-    ),
-    second=_total_second,
-  )
+facets.revisit(
+  S,
+  kind="money",
+  kind_in="money",
+  kind_after="money",
+  name="report_total_after_expense",
+  first=_total_first,
+  second=_total_second,
+  change="add_expense_to_report",
+  act=_log,
+  check=_log_check,
+  phrase=lambda ctx, t, obj: (
+    f"add {obj} to that report as a {t['category']} expense from {t['merchant']} dated {t['date']}"
+  ),
+  text=lambda ctx, t, v: (
+    f'"{t["title"]}" has a {v.label} {t["category"]} expense from {t["merchant"]}.'
+  ),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext
-from compoworld.tasks.facets import Found, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
 from envs._facets_common import colleague, iso, topic
 
@@ -50,25 +50,23 @@ def _announce_target(ctx: AuthorContext) -> dict:
 
 
 for kind in ("url", "text"):
-  facets.add_sink(
-    Sink(
+  facets.sink(
+    S,
+    kind,
+    f"announce_{kind}",
+    prepare=_announce_target,
+    act=lambda ctx, t, v: ctx.call(
       S,
-      kind,
-      f"announce_{kind}",
-      prepare=_announce_target,
-      act=lambda ctx, t, v: ctx.call(
-        S,
-        "create_post",
-        community_id=t["community"]["id"],
-        title=t["title"],
-        body=f"Quick update: {v.value}",
-      ),
-      check=lambda ctx, t, v: exists(
-        S, "posts", where("title", t["title"]), where("body", str(v.value), "icontains")
-      ),
-      phrase=lambda ctx, t, obj: (
-        f'share {obj} in a new post titled "{t["title"]}" in {t["community"]["name"]}'
-      ),
-      text=lambda ctx, t, v: f'The post "{t["title"]}" shares {v.label}.',
-    )
+      "create_post",
+      community_id=t["community"]["id"],
+      title=t["title"],
+      body=f"Quick update: {v.value}",
+    ),
+    check=lambda ctx, t, v: exists(
+      S, "posts", where("title", t["title"]), where("body", str(v.value), "icontains")
+    ),
+    phrase=lambda ctx, t, obj: (
+      f'share {obj} in a new post titled "{t["title"]}" in {t["community"]["name"]}'
+    ),
+    text=lambda ctx, t, v: f'The post "{t["title"]}" shares {v.label}.',
   )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
 from envs._facets_common import amount_is, currency_of, iso, money, topic
 from envs._world import world
@@ -204,21 +204,19 @@ for _name, _aggregates, _what in (
   ("deposit_amount", False, "deposit {obj}"),
   ("deposit_total", True, "make one deposit of {obj}"),
 ):
-  facets.add_sink(
-    Sink(
-      S,
-      "money",
-      _name,
-      prepare=lambda ctx: {"reference": f"{topic(ctx)} receipts"},
-      act=_deposit,
-      check=_deposit_check,
-      phrase=lambda ctx, t, obj, what=_what: (
-        f"{what.format(obj=obj)} into our {t['wallet']['currency']} wallet with the reference "
-        f'"{t["reference"]}"'
-      ),
-      text=_deposit_text,
-      aggregates=_aggregates,
-    )
+  facets.sink(
+    S,
+    "money",
+    _name,
+    prepare=lambda ctx: {"reference": f"{topic(ctx)} receipts"},
+    act=_deposit,
+    check=_deposit_check,
+    phrase=lambda ctx, t, obj, what=_what: (
+      f"{what.format(obj=obj)} into our {t['wallet']['currency']} wallet with the reference "
+      f'"{t["reference"]}"'
+    ),
+    text=_deposit_text,
+    aggregates=_aggregates,
   )
 
 
@@ -242,31 +240,29 @@ def _transfer(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "money",
+  "fund_wallet",
+  prepare=lambda ctx: {"reference": f"{topic(ctx)} funding"},
+  act=_transfer,
+  check=lambda ctx, t, v: exists(
     S,
-    "money",
-    "fund_wallet",
-    prepare=lambda ctx: {"reference": f"{topic(ctx)} funding"},
-    act=_transfer,
-    check=lambda ctx, t, v: exists(
-      S,
-      "transfers",
-      where("kind", "transfer"),
-      *_known(t, "source", "from_wallet_id"),
-      *_known(t, "target", "to_wallet_id"),
-      where("reference", t["reference"]),
-      amount_is("amount", float(v.value)),
-      where("at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"move {obj} from our {t['source']['currency']} wallet to our "
-      f'{t["target"]["currency"]} wallet with the reference "{t["reference"]}"'
-    ),
-    text=lambda ctx, t, v: (
-      f"{v.label} moved from the {t['source']['currency']} to the {t['target']['currency']} wallet."
-    ),
-  )
+    "transfers",
+    where("kind", "transfer"),
+    *_known(t, "source", "from_wallet_id"),
+    *_known(t, "target", "to_wallet_id"),
+    where("reference", t["reference"]),
+    amount_is("amount", float(v.value)),
+    where("at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"move {obj} from our {t['source']['currency']} wallet to our "
+    f'{t["target"]["currency"]} wallet with the reference "{t["reference"]}"'
+  ),
+  text=lambda ctx, t, v: (
+    f"{v.label} moved from the {t['source']['currency']} to the {t['target']['currency']} wallet."
+  ),
 )
 
 
@@ -286,29 +282,27 @@ def _deposit_under(ctx: AuthorContext, t: dict, v: Value) -> None:
   ctx.call(S, "deposit", wallet_id=t["wallet"]["id"], amount=t["amount"], reference=str(v.value))
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "reference",
+  "deposit_under_reference",
+  prepare=_receipt_target,
+  act=_deposit_under,
+  check=lambda ctx, t, v: exists(
     S,
-    "reference",
-    "deposit_under_reference",
-    prepare=_receipt_target,
-    act=_deposit_under,
-    check=lambda ctx, t, v: exists(
-      S,
-      "transfers",
-      where("kind", "deposit"),
-      where("to_wallet_id", t["wallet"]["id"]),
-      where("reference", str(v.value)),
-      amount_is("amount", t["amount"]),
-      where("at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"record the {t['amount']:,.2f} {t['code']} payment from {t['customer']} as a deposit "
-      f"into our {t['code']} wallet, with {obj} as its reference"
-    ),
-    text=lambda ctx, t, v: f"The {t['customer']} payment is deposited under {v.label}.",
-    single=True,
-  )
+    "transfers",
+    where("kind", "deposit"),
+    where("to_wallet_id", t["wallet"]["id"]),
+    where("reference", str(v.value)),
+    amount_is("amount", t["amount"]),
+    where("at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"record the {t['amount']:,.2f} {t['code']} payment from {t['customer']} as a deposit "
+    f"into our {t['code']} wallet, with {obj} as its reference"
+  ),
+  text=lambda ctx, t, v: f"The {t['customer']} payment is deposited under {v.label}.",
+  single=True,
 )
 
 
@@ -339,26 +333,19 @@ def _balance_second(ctx: AuthorContext, t: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="money",
-    kind_in="money",
-    kind_after="money",
-    name="wallet_balance_after_deposit",
-    first=_balance_first,
-    change=Sink(
-      S,
-      "money",
-      "top_up_wallet",
-      prepare=lambda ctx: None,
-      act=_deposit,
-      check=_deposit_check,
-      phrase=lambda ctx, t, obj: (
-        f'deposit {obj} into that wallet with the reference "{t["reference"]}"'
-      ),
-      text=_deposit_text,
-    ),
-    second=_balance_second,
-  )
+facets.revisit(
+  S,
+  kind="money",
+  kind_in="money",
+  kind_after="money",
+  name="wallet_balance_after_deposit",
+  first=_balance_first,
+  second=_balance_second,
+  change="top_up_wallet",
+  act=_deposit,
+  check=_deposit_check,
+  phrase=lambda ctx, t, obj: (
+    f'deposit {obj} into that wallet with the reference "{t["reference"]}"'
+  ),
+  text=_deposit_text,
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 from compoworld.tasks.authoring import AuthorContext
-from compoworld.tasks.facets import Found, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
 from envs.geo.service import forecast_id
 
@@ -69,19 +69,17 @@ def _place_at(ctx: AuthorContext, address: str) -> str:
   return next((p.id for p in ctx.state(S).places if p.address == address), "")
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "location",
-    "save_place",
-    prepare=lambda ctx: {"label": ctx.choice(("Client site", "Offsite venue", "Meetup spot"))},
-    act=_save_place,
-    check=lambda ctx, t, v: exists(
-      S, "saved_places", where("place_id", _place_at(ctx, v.value)), where("label", t["label"])
-    ),
-    phrase=lambda ctx, t, obj: f'save {obj} in my maps under the label "{t["label"]}"',
-    text=lambda ctx, t, v: f'{v.label} is saved as "{t["label"]}".',
-  )
+facets.sink(
+  S,
+  "location",
+  "save_place",
+  prepare=lambda ctx: {"label": ctx.choice(("Client site", "Offsite venue", "Meetup spot"))},
+  act=_save_place,
+  check=lambda ctx, t, v: exists(
+    S, "saved_places", where("place_id", _place_at(ctx, v.value)), where("label", t["label"])
+  ),
+  phrase=lambda ctx, t, obj: f'save {obj} in my maps under the label "{t["label"]}"',
+  text=lambda ctx, t, v: f'{v.label} is saved as "{t["label"]}".',
 )
 
 
@@ -91,22 +89,20 @@ def _alert_target(ctx: AuthorContext) -> dict:
   return next(h for h in hits if h["id"] == place.id)
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "weather.condition",
+  "weather_alert",
+  prepare=_alert_target,
+  act=lambda ctx, p, v: ctx.call(S, "create_weather_alert", place_id=p["id"], condition=v.value),
+  check=lambda ctx, p, v: exists(
     S,
-    "weather.condition",
-    "weather_alert",
-    prepare=_alert_target,
-    act=lambda ctx, p, v: ctx.call(S, "create_weather_alert", place_id=p["id"], condition=v.value),
-    check=lambda ctx, p, v: exists(
-      S,
-      "alerts",
-      where("place_id", p["id"]),
-      where("condition", v.value),
-      where("active", True),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, p, obj: f"set up a weather alert for {obj} at {p['name']} in {p['city']}",
-    text=lambda ctx, p, v: f"An active {v.label} alert watches {p['name']}.",
-  )
+    "alerts",
+    where("place_id", p["id"]),
+    where("condition", v.value),
+    where("active", True),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, p, obj: f"set up a weather alert for {obj} at {p['name']} in {p['city']}",
+  text=lambda ctx, p, v: f"An active {v.label} alert watches {p['name']}.",
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import iso, time_label, topic, user_email
 from envs.helpdesk.state import SLA_HOURS
@@ -252,59 +252,53 @@ def _requester_name(ctx: AuthorContext, ticket: dict) -> str:
 
 
 for kind in ("text", "url"):
-  facets.add_sink(
-    Sink(
-      S,
-      kind,
-      f"reply_with_{kind}",
-      prepare=_scenario,
-      act=_reply,
-      check=lambda ctx, t, v: _comment_check(ctx, t, str(v.value), True),
-      phrase=lambda ctx, t, obj: (
-        f'send {obj} to {_requester_name(ctx, t)} as a public reply on the "{t["subject"]}" ticket'
-      ),
-      text=lambda ctx, t, v: f'The "{t["subject"]}" ticket has a public reply with {v.label}.',
-    )
+  facets.sink(
+    S,
+    kind,
+    f"reply_with_{kind}",
+    prepare=_scenario,
+    act=_reply,
+    check=lambda ctx, t, v: _comment_check(ctx, t, str(v.value), True),
+    phrase=lambda ctx, t, obj: (
+      f'send {obj} to {_requester_name(ctx, t)} as a public reply on the "{t["subject"]}" ticket'
+    ),
+    text=lambda ctx, t, v: f'The "{t["subject"]}" ticket has a public reply with {v.label}.',
   )
 
 
 for kind in ("reference", "tracking.number"):
-  facets.add_sink(
-    Sink(
-      S,
-      kind,
-      f"note_{kind.replace('.', '_')}",
-      prepare=_scenario,
-      act=lambda ctx, t, v: ctx.call(
-        S, "add_comment", ticket_id=t["id"], body=f"For the record: {v.value}", public=False
-      ),
-      check=lambda ctx, t, v: _comment_check(ctx, t, str(v.value), False),
-      phrase=lambda ctx, t, obj: f'record {obj} in an internal note on the "{t["subject"]}" ticket',
-      text=lambda ctx, t, v: f'The "{t["subject"]}" ticket has an internal note with {v.label}.',
-    )
-  )
-
-
-facets.add_sink(
-  Sink(
+  facets.sink(
     S,
-    "person.email",
-    "loop_in_by_note",
+    kind,
+    f"note_{kind.replace('.', '_')}",
     prepare=_scenario,
     act=lambda ctx, t, v: ctx.call(
-      S,
-      "add_comment",
-      ticket_id=t["id"],
-      body=f"Looping in {v.value}: could you take a look at this one?",
-      public=False,
+      S, "add_comment", ticket_id=t["id"], body=f"For the record: {v.value}", public=False
     ),
     check=lambda ctx, t, v: _comment_check(ctx, t, str(v.value), False),
-    phrase=lambda ctx, t, obj: (
-      f'leave an internal note on the "{t["subject"]}" ticket that asks {obj} to take a look, '
-      "with their email address in the note"
-    ),
-    text=lambda ctx, t, v: f'An internal note on "{t["subject"]}" loops in {v.label}.',
+    phrase=lambda ctx, t, obj: f'record {obj} in an internal note on the "{t["subject"]}" ticket',
+    text=lambda ctx, t, v: f'The "{t["subject"]}" ticket has an internal note with {v.label}.',
   )
+
+
+facets.sink(
+  S,
+  "person.email",
+  "loop_in_by_note",
+  prepare=_scenario,
+  act=lambda ctx, t, v: ctx.call(
+    S,
+    "add_comment",
+    ticket_id=t["id"],
+    body=f"Looping in {v.value}: could you take a look at this one?",
+    public=False,
+  ),
+  check=lambda ctx, t, v: _comment_check(ctx, t, str(v.value), False),
+  phrase=lambda ctx, t, obj: (
+    f'leave an internal note on the "{t["subject"]}" ticket that asks {obj} to take a look, '
+    "with their email address in the note"
+  ),
+  text=lambda ctx, t, v: f'An internal note on "{t["subject"]}" loops in {v.label}.',
 )
 
 
@@ -315,32 +309,30 @@ def _contact_target(ctx: AuthorContext) -> dict:
   return next(h for h in hits if h["id"] == req.id)
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "title",
+  "open_ticket_titled",
+  prepare=_contact_target,
+  act=lambda ctx, r, v: ctx.call(
     S,
-    "title",
-    "open_ticket_titled",
-    prepare=_contact_target,
-    act=lambda ctx, r, v: ctx.call(
-      S,
-      "create_ticket",
-      subject=str(v.value),
-      description=f"Opened on behalf of {r['name']}: {v.value}.",
-      requester_email=r["id"],
-    ),
-    check=lambda ctx, r, v: exists(
-      S,
-      "tickets",
-      where("subject", str(v.value)),
-      where("requester", r["id"]),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, r, obj: (
-      f"open a support ticket for {r['name']} ({r['id']}) of {r['organization']} with {obj} "
-      "as its subject"
-    ),
-    text=lambda ctx, r, v: f'A ticket "{v.label}" is open for {r["name"]}.',
-  )
+    "create_ticket",
+    subject=str(v.value),
+    description=f"Opened on behalf of {r['name']}: {v.value}.",
+    requester_email=r["id"],
+  ),
+  check=lambda ctx, r, v: exists(
+    S,
+    "tickets",
+    where("subject", str(v.value)),
+    where("requester", r["id"]),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, r, obj: (
+    f"open a support ticket for {r['name']} ({r['id']}) of {r['organization']} with {obj} "
+    "as its subject"
+  ),
+  text=lambda ctx, r, v: f'A ticket "{v.label}" is open for {r["name"]}.',
 )
 
 
@@ -364,27 +356,25 @@ def _refund_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   return {"op": "any", "checks": forms}
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "money",
+  "confirm_refund_amount",
+  prepare=_refund_target,
+  act=lambda ctx, t, v: ctx.call(
     S,
-    "money",
-    "confirm_refund_amount",
-    prepare=_refund_target,
-    act=lambda ctx, t, v: ctx.call(
-      S,
-      "add_comment",
-      ticket_id=t["id"],
-      body=f"Hi, we have approved a refund of {float(v.value):,.2f}. It will reach you within "
-      "5-7 business days.",
-      public=True,
-    ),
-    check=_refund_check,
-    phrase=lambda ctx, t, obj: (
-      f'reply publicly on the "{t["subject"]}" ticket to confirm {obj} as the approved refund'
-    ),
-    text=lambda ctx, t, v: f'A public reply on "{t["subject"]}" confirms a refund of {v.label}.',
-    aggregates=True,
-  )
+    "add_comment",
+    ticket_id=t["id"],
+    body=f"Hi, we have approved a refund of {float(v.value):,.2f}. It will reach you within "
+    "5-7 business days.",
+    public=True,
+  ),
+  check=_refund_check,
+  phrase=lambda ctx, t, obj: (
+    f'reply publicly on the "{t["subject"]}" ticket to confirm {obj} as the approved refund'
+  ),
+  text=lambda ctx, t, v: f'A public reply on "{t["subject"]}" confirms a refund of {v.label}.',
+  aggregates=True,
 )
 
 
@@ -421,36 +411,29 @@ def _assignee_second(ctx: AuthorContext, t: dict) -> Found:
 
 
 for kind in ("text", "url"):
-  facets.add_revisit(
-    Revisit(
-      S,
-      kind="person.email",
-      kind_in=kind,
-      kind_after="person.email",
-      name=f"hand_over_ticket_{kind}",
-      first=_assignee_first,
-      change=Sink(
-        S,
-        kind,
-        "hand_over",
-        prepare=lambda ctx: None,
-        act=_hand_over,
-        check=lambda ctx, t, v: all_of(
-          record_is(S, "tickets", t["id"], "assignee", t["successor"]["email"]),
-          _comment_check(ctx, t, str(v.value), False),
-        ),
-        phrase=lambda ctx, t, obj: (
-          f"add {obj} to that ticket as an internal note and hand the ticket over to "
-          f"{t['successor']['name']}"
-        ),
-        text=lambda ctx, t, v: (
-          f'"{t["subject"]}" is assigned to {t["successor"]["name"]} with a handover note '
-          f"holding {v.label}."
-        ),
-        single=True,
-      ),
-      second=_assignee_second,
-    )
+  facets.revisit(
+    S,
+    kind="person.email",
+    kind_in=kind,
+    kind_after="person.email",
+    name=f"hand_over_ticket_{kind}",
+    first=_assignee_first,
+    second=_assignee_second,
+    change="hand_over",
+    act=_hand_over,
+    check=lambda ctx, t, v: all_of(
+      record_is(S, "tickets", t["id"], "assignee", t["successor"]["email"]),
+      _comment_check(ctx, t, str(v.value), False),
+    ),
+    phrase=lambda ctx, t, obj: (
+      f"add {obj} to that ticket as an internal note and hand the ticket over to "
+      f"{t['successor']['name']}"
+    ),
+    text=lambda ctx, t, v: (
+      f'"{t["subject"]}" is assigned to {t["successor"]["name"]} with a handover note '
+      f"holding {v.label}."
+    ),
+    single=True,
   )
 
 
@@ -483,32 +466,23 @@ def _deadline_second(ctx: AuthorContext, t: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="datetime",
-    kind_in="text",
-    kind_after="datetime",
-    name="escalate_ticket",
-    first=_deadline_first,
-    change=Sink(
-      S,
-      "text",
-      "escalate",
-      prepare=lambda ctx: None,
-      act=_escalate,
-      check=lambda ctx, t, v: all_of(
-        record_is(S, "tickets", t["id"], "priority", "urgent"),
-        _comment_check(ctx, t, str(v.value), False),
-      ),
-      phrase=lambda ctx, t, obj: (
-        f"add {obj} to that ticket as an internal note and raise its priority to urgent"
-      ),
-      text=lambda ctx, t, v: (
-        f'"{t["subject"]}" is urgent, with an internal note holding {v.label}.'
-      ),
-      single=True,
-    ),
-    second=_deadline_second,
-  )
+facets.revisit(
+  S,
+  kind="datetime",
+  kind_in="text",
+  kind_after="datetime",
+  name="escalate_ticket",
+  first=_deadline_first,
+  second=_deadline_second,
+  change="escalate",
+  act=_escalate,
+  check=lambda ctx, t, v: all_of(
+    record_is(S, "tickets", t["id"], "priority", "urgent"),
+    _comment_check(ctx, t, str(v.value), False),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"add {obj} to that ticket as an internal note and raise its priority to urgent"
+  ),
+  text=lambda ctx, t, v: f'"{t["subject"]}" is urgent, with an internal note holding {v.label}.',
+  single=True,
 )

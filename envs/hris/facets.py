@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import day_of, in_use, iso, user_email
 from envs._world import DEPARTMENTS, TITLES
@@ -278,28 +278,26 @@ def _change_role(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "date",
+  "record_role_change",
+  prepare=_role_change_target,
+  act=_change_role,
+  check=lambda ctx, t, v: exists(
     S,
-    "date",
-    "record_role_change",
-    prepare=_role_change_target,
-    act=_change_role,
-    check=lambda ctx, t, v: exists(
-      S,
-      "job_history",
-      where("employee_id", t["id"]),
-      where("kind", "job_change"),
-      where("title", t["title"]),
-      where("effective_date", str(v.value)),
-      _since(ctx),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"record {t['name']}'s move to the {t['title']} role in the HR directory, effective {obj}"
-    ),
-    text=lambda ctx, t, v: f"{t['name']} moves to the {t['title']} role effective {v.label}.",
-    single=True,
-  )
+    "job_history",
+    where("employee_id", t["id"]),
+    where("kind", "job_change"),
+    where("title", t["title"]),
+    where("effective_date", str(v.value)),
+    _since(ctx),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"record {t['name']}'s move to the {t['title']} role in the HR directory, effective {obj}"
+  ),
+  text=lambda ctx, t, v: f"{t['name']} moves to the {t['title']} role effective {v.label}.",
+  single=True,
 )
 
 
@@ -321,27 +319,25 @@ def _terminate(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "date",
+  "process_resignation",
+  prepare=_resignation_target,
+  act=_terminate,
+  check=lambda ctx, t, v: exists(
     S,
-    "date",
-    "process_resignation",
-    prepare=_resignation_target,
-    act=_terminate,
-    check=lambda ctx, t, v: exists(
-      S,
-      "job_history",
-      where("employee_id", t["id"]),
-      where("kind", "termination"),
-      where("effective_date", str(v.value)),
-      _since(ctx),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"process {t['name']}'s resignation in the HR directory with {obj} as their last working day"
-    ),
-    text=lambda ctx, t, v: f"{t['name']} is terminated with last day {v.label}.",
-    single=True,
-  )
+    "job_history",
+    where("employee_id", t["id"]),
+    where("kind", "termination"),
+    where("effective_date", str(v.value)),
+    _since(ctx),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"process {t['name']}'s resignation in the HR directory with {obj} as their last working day"
+  ),
+  text=lambda ctx, t, v: f"{t['name']} is terminated with last day {v.label}.",
+  single=True,
 )
 
 
@@ -385,39 +381,32 @@ def _manager_second(ctx: AuthorContext, t: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="person.email",
-    kind_in="date",
-    kind_after="person.email",
-    name="transfer_changes_manager",
-    first=_manager_first,
-    change=Sink(
+facets.revisit(
+  S,
+  kind="person.email",
+  kind_in="date",
+  kind_after="person.email",
+  name="transfer_changes_manager",
+  first=_manager_first,
+  second=_manager_second,
+  change="transfer_effective",
+  act=_transfer,
+  check=lambda ctx, t, v: all_of(
+    record_is(S, "employees", t["id"], "department", t["to"]),
+    exists(
       S,
-      "date",
-      "transfer_effective",
-      prepare=lambda ctx: None,
-      act=_transfer,
-      check=lambda ctx, t, v: all_of(
-        record_is(S, "employees", t["id"], "department", t["to"]),
-        exists(
-          S,
-          "job_history",
-          where("employee_id", t["id"]),
-          where("kind", "transfer"),
-          where("department", t["to"]),
-          where("effective_date", str(v.value)),
-          _since(ctx),
-        ),
-      ),
-      phrase=lambda ctx, t, obj: (
-        f"record {t['name']}'s transfer to the {t['to']} department, effective {obj}, "
-        "reporting to that department's head"
-      ),
-      text=lambda ctx, t, v: f"{t['name']} is transferred to {t['to']} effective {v.label}.",
-      single=True,
+      "job_history",
+      where("employee_id", t["id"]),
+      where("kind", "transfer"),
+      where("department", t["to"]),
+      where("effective_date", str(v.value)),
+      _since(ctx),
     ),
-    second=_manager_second,
-  )
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"record {t['name']}'s transfer to the {t['to']} department, effective {obj}, "
+    "reporting to that department's head"
+  ),
+  text=lambda ctx, t, v: f"{t['name']} is transferred to {t['to']} effective {v.label}.",
+  single=True,
 )

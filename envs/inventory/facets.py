@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
 from envs._facets_common import fresh_number, iso, s0_now, units
 
@@ -178,30 +178,28 @@ def _receive(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "sku",
+  "receive_units",
+  prepare=_receipt_target,
+  act=_receive,
+  check=lambda ctx, t, v: exists(
     S,
-    "sku",
-    "receive_units",
-    prepare=_receipt_target,
-    act=_receive,
-    check=lambda ctx, t, v: exists(
-      S,
-      "movements",
-      where("sku", v.value),
-      where("warehouse", t["wh"]["id"]),
-      where("reason", "receipt"),
-      where("reference", t["note"]),
-      where("delta", t["qty"]),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"log the arrival of {t['qty']} units of {obj} at the {t['wh']['name']} under delivery "
-      f"note {t['note']}"
-    ),
-    text=lambda ctx, t, v: (
-      f"{t['qty']} units of {v.label} were received into the {t['wh']['name']} ({t['note']})."
-    ),
-  )
+    "movements",
+    where("sku", v.value),
+    where("warehouse", t["wh"]["id"]),
+    where("reason", "receipt"),
+    where("reference", t["note"]),
+    where("delta", t["qty"]),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"log the arrival of {t['qty']} units of {obj} at the {t['wh']['name']} under delivery "
+    f"note {t['note']}"
+  ),
+  text=lambda ctx, t, v: (
+    f"{t['qty']} units of {v.label} were received into the {t['wh']['name']} ({t['note']})."
+  ),
 )
 
 
@@ -218,23 +216,21 @@ def _set_reorder(ctx: AuthorContext, t: dict, v: Value) -> None:
   ctx.call(S, "set_reorder_point", sku=v.value, warehouse=t["wh"]["id"], reorder_point=t["point"])
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "sku",
-    "set_reorder_point",
-    prepare=_reorder_target,
-    act=_set_reorder,
-    check=lambda ctx, t, v: record_is(
-      S, "levels", f"{v.value}@{t['wh']['id']}", "reorder_point", t["point"]
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"set the reorder point of {obj} in the {t['wh']['name']} to {t['point']} units"
-    ),
-    text=lambda ctx, t, v: (
-      f"The reorder point of {v.label} in the {t['wh']['name']} is {t['point']}."
-    ),
-  )
+facets.sink(
+  S,
+  "sku",
+  "set_reorder_point",
+  prepare=_reorder_target,
+  act=_set_reorder,
+  check=lambda ctx, t, v: record_is(
+    S, "levels", f"{v.value}@{t['wh']['id']}", "reorder_point", t["point"]
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"set the reorder point of {obj} in the {t['wh']['name']} to {t['point']} units"
+  ),
+  text=lambda ctx, t, v: (
+    f"The reorder point of {v.label} in the {t['wh']['name']} is {t['point']}."
+  ),
 )
 
 
@@ -255,31 +251,29 @@ def _po_receipt_target(ctx: AuthorContext) -> dict:
   return {**product, "wh": _warehouse(ctx, level.warehouse), "qty": ctx.choice((10, 20, 30, 50))}
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "reference",
+  "receive_against_reference",
+  prepare=_po_receipt_target,
+  act=_receive_against,
+  check=lambda ctx, t, v: exists(
     S,
-    "reference",
-    "receive_against_reference",
-    prepare=_po_receipt_target,
-    act=_receive_against,
-    check=lambda ctx, t, v: exists(
-      S,
-      "movements",
-      where("reference", str(v.value)),
-      where("sku", t["sku"]),
-      where("warehouse", t["wh"]["id"]),
-      where("reason", "receipt"),
-      where("delta", t["qty"]),
-      where("at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"receive {t['qty']} units of the {t['name']} ({t['sku']}) into the {t['wh']['name']} "
-      f"with {obj} as the reference"
-    ),
-    text=lambda ctx, t, v: (
-      f"{t['qty']} units of {t['sku']} were received into the {t['wh']['name']} under {v.label}."
-    ),
-  )
+    "movements",
+    where("reference", str(v.value)),
+    where("sku", t["sku"]),
+    where("warehouse", t["wh"]["id"]),
+    where("reason", "receipt"),
+    where("delta", t["qty"]),
+    where("at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"receive {t['qty']} units of the {t['name']} ({t['sku']}) into the {t['wh']['name']} "
+    f"with {obj} as the reference"
+  ),
+  text=lambda ctx, t, v: (
+    f"{t['qty']} units of {t['sku']} were received into the {t['wh']['name']} under {v.label}."
+  ),
 )
 
 
@@ -347,20 +341,18 @@ def _reserve_phrase(ctx: AuthorContext, t: dict, obj: str) -> str:
 
 
 for aggregates in (False, True):
-  facets.add_sink(
-    Sink(
-      S,
-      "quantity",
-      "reserve_total" if aggregates else "reserve_units",
-      prepare=_hold_target,
-      act=_reserve,
-      check=_reserve_check,
-      phrase=_reserve_phrase,
-      text=lambda ctx, t, v: (
-        f"{v.label} units of {t['sku']} are reserved in the {t['wh']['name']} for {t['ref']}."
-      ),
-      aggregates=aggregates,
-    )
+  facets.sink(
+    S,
+    "quantity",
+    "reserve_total" if aggregates else "reserve_units",
+    prepare=_hold_target,
+    act=_reserve,
+    check=_reserve_check,
+    phrase=_reserve_phrase,
+    text=lambda ctx, t, v: (
+      f"{v.label} units of {t['sku']} are reserved in the {t['wh']['name']} for {t['ref']}."
+    ),
+    aggregates=aggregates,
   )
 
 
@@ -395,24 +387,17 @@ def _available_second(ctx: AuthorContext, t: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="quantity",
-    kind_in="quantity",
-    kind_after="quantity",
-    name="available_after_hold",
-    first=_available_first,
-    change=Sink(
-      S,
-      "quantity",
-      "hold_for_order",
-      prepare=lambda ctx: None,
-      act=_reserve,
-      check=_reserve_check,
-      phrase=_reserve_phrase,
-      text=lambda ctx, t, v: f"{v.label} units of {t['sku']} are held for {t['ref']}.",
-    ),
-    second=_available_second,
-  )
+facets.revisit(
+  S,
+  kind="quantity",
+  kind_in="quantity",
+  kind_after="quantity",
+  name="available_after_hold",
+  first=_available_first,
+  second=_available_second,
+  change="hold_for_order",
+  act=_reserve,
+  check=_reserve_check,
+  phrase=_reserve_phrase,
+  text=lambda ctx, t, v: f"{v.label} units of {t['sku']} are held for {t['ref']}.",
 )

@@ -9,7 +9,7 @@ from datetime import datetime, time, timedelta
 from typing import Any
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import amount_is, currency_of, fresh_number, iso, money, topic
 from envs.invoicing.state import PRICE_LIST_RATE, _totals
@@ -317,27 +317,25 @@ def _bill(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "sku",
+  "bill_product",
+  prepare=_bill_target,
+  act=_bill,
+  check=lambda ctx, t, v: exists(
     S,
-    "sku",
-    "bill_product",
-    prepare=_bill_target,
-    act=_bill,
-    check=lambda ctx, t, v: exists(
-      S,
-      "invoices",
-      where("customer_id", t["customer_id"]),
-      where("memo", t["memo"]),
-      where("lines.sku", v.value),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"create a draft invoice to {t['customer']} for one unit of {obj} at list price, with "
-      f'the memo "{t["memo"]}"'
-    ),
-    text=lambda ctx, t, v: f'A draft invoice to {t["customer"]} ("{t["memo"]}") bills {v.label}.',
-  )
+    "invoices",
+    where("customer_id", t["customer_id"]),
+    where("memo", t["memo"]),
+    where("lines.sku", v.value),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"create a draft invoice to {t['customer']} for one unit of {obj} at list price, with "
+    f'the memo "{t["memo"]}"'
+  ),
+  text=lambda ctx, t, v: f'A draft invoice to {t["customer"]} ("{t["memo"]}") bills {v.label}.',
 )
 
 
@@ -380,21 +378,19 @@ def _units_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   )
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "quantity",
-    "add_units_to_draft",
-    prepare=_draft_target,
-    act=_add_units,
-    check=_units_check,
-    phrase=lambda ctx, t, obj: (
-      f'add {obj} of {t["product"]} ({t["sku"]}) at list price to the draft "{t["memo"]}" '
-      f"invoice for {t['customer']}"
-    ),
-    text=lambda ctx, t, v: f'The "{t["memo"]}" draft bills {v.label} x {t["product"]}.',
-    single=True,
-  )
+facets.sink(
+  S,
+  "quantity",
+  "add_units_to_draft",
+  prepare=_draft_target,
+  act=_add_units,
+  check=_units_check,
+  phrase=lambda ctx, t, obj: (
+    f'add {obj} of {t["product"]} ({t["sku"]}) at list price to the draft "{t["memo"]}" '
+    f"invoice for {t['customer']}"
+  ),
+  text=lambda ctx, t, v: f'The "{t["memo"]}" draft bills {v.label} x {t["product"]}.',
+  single=True,
 )
 
 
@@ -443,20 +439,18 @@ for _name, _aggregates, _what in (
   ("record_payment", False, "a wire payment of {obj}"),
   ("record_total_payment", True, "one wire payment for {obj}"),
 ):
-  facets.add_sink(
-    Sink(
-      S,
-      "money",
-      _name,
-      prepare=_open_target,
-      act=_pay,
-      check=_payment_check,
-      phrase=lambda ctx, t, obj, what=_what: (
-        f'record {what.format(obj=obj)} against the "{t["memo"]}" invoice to {t["customer"]}'
-      ),
-      text=lambda ctx, t, v: f'A {v.label} payment is recorded on the "{t["memo"]}" invoice.',
-      aggregates=_aggregates,
-    )
+  facets.sink(
+    S,
+    "money",
+    _name,
+    prepare=_open_target,
+    act=_pay,
+    check=_payment_check,
+    phrase=lambda ctx, t, obj, what=_what: (
+      f'record {what.format(obj=obj)} against the "{t["memo"]}" invoice to {t["customer"]}'
+    ),
+    text=lambda ctx, t, v: f'A {v.label} payment is recorded on the "{t["memo"]}" invoice.',
+    aggregates=_aggregates,
   )
 
 
@@ -469,26 +463,24 @@ def _credit_target(ctx: AuthorContext) -> dict:
   return {**_open_target(ctx), "reason": ctx.choice(("Goodwill discount", "Service credit"))}
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "money",
+  "issue_credit",
+  prepare=_credit_target,
+  act=_credit,
+  check=lambda ctx, t, v: exists(
     S,
-    "money",
-    "issue_credit",
-    prepare=_credit_target,
-    act=_credit,
-    check=lambda ctx, t, v: exists(
-      S,
-      "credit_notes",
-      where("invoice_id", t["id"]),
-      amount_is("amount", float(v.value)),
-      where("issued_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f'issue a credit note for {obj} on the "{t["memo"]}" invoice to {t["customer"]}, with '
-      f'the reason "{t["reason"]}"'
-    ),
-    text=lambda ctx, t, v: f'A {v.label} credit note is issued on the "{t["memo"]}" invoice.',
-  )
+    "credit_notes",
+    where("invoice_id", t["id"]),
+    amount_is("amount", float(v.value)),
+    where("issued_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f'issue a credit note for {obj} on the "{t["memo"]}" invoice to {t["customer"]}, with '
+    f'the reason "{t["reason"]}"'
+  ),
+  text=lambda ctx, t, v: f'A {v.label} credit note is issued on the "{t["memo"]}" invoice.',
 )
 
 
@@ -524,24 +516,17 @@ def _due_second(ctx: AuthorContext, t: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="money",
-    kind_in="money",
-    kind_after="money",
-    name="amount_due_after_payment",
-    first=_due_first,
-    change=Sink(
-      S,
-      "money",
-      "pay_toward_invoice",
-      prepare=lambda ctx: None,
-      act=_pay,
-      check=_payment_check,
-      phrase=lambda ctx, t, obj: f"record a wire payment of {obj} against that invoice",
-      text=lambda ctx, t, v: f'A {v.label} payment is recorded on the "{t["memo"]}" invoice.',
-    ),
-    second=_due_second,
-  )
+facets.revisit(
+  S,
+  kind="money",
+  kind_in="money",
+  kind_after="money",
+  name="amount_due_after_payment",
+  first=_due_first,
+  second=_due_second,
+  change="pay_toward_invoice",
+  act=_pay,
+  check=_payment_check,
+  phrase=lambda ctx, t, obj: f"record a wire payment of {obj} against that invoice",
+  text=lambda ctx, t, v: f'A {v.label} payment is recorded on the "{t["memo"]}" invoice.',
 )

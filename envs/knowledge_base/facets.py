@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import colleague, iso, topic
 from envs._world import world
@@ -216,32 +216,30 @@ def _new_draft_target(ctx: AuthorContext) -> dict:
   return _section(ctx)
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "title",
+  "start_draft",
+  prepare=_new_draft_target,
+  act=lambda ctx, sec, v: ctx.call(
     S,
-    "title",
-    "start_draft",
-    prepare=_new_draft_target,
-    act=lambda ctx, sec, v: ctx.call(
-      S,
-      "create_article",
-      section_id=sec["id"],
-      title=str(v.value),
-      body=f"Draft: {v.value}. Details to follow.",
-    ),
-    check=lambda ctx, sec, v: exists(
-      S,
-      "articles",
-      where("section_id", sec["id"]),
-      where("title", str(v.value)),
-      where("status", "draft"),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, sec, obj: (
-      f'start a draft help-center article in the "{sec["name"]}" section with {obj} as its title'
-    ),
-    text=lambda ctx, sec, v: f'A draft titled "{v.label}" is in "{sec["name"]}".',
-  )
+    "create_article",
+    section_id=sec["id"],
+    title=str(v.value),
+    body=f"Draft: {v.value}. Details to follow.",
+  ),
+  check=lambda ctx, sec, v: exists(
+    S,
+    "articles",
+    where("section_id", sec["id"]),
+    where("title", str(v.value)),
+    where("status", "draft"),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, sec, obj: (
+    f'start a draft help-center article in the "{sec["name"]}" section with {obj} as its title'
+  ),
+  text=lambda ctx, sec, v: f'A draft titled "{v.label}" is in "{sec["name"]}".',
 )
 
 
@@ -251,41 +249,37 @@ def _append(ctx: AuthorContext, article: dict, v: Value) -> None:
 
 
 for kind in ("text", "url"):
-  facets.add_sink(
-    Sink(
-      S,
-      kind,
-      f"append_{kind}",
-      prepare=_guide,
-      act=_append,
-      check=lambda ctx, a, v: record_is(S, "articles", a["id"], "body", str(v.value), "icontains"),
-      phrase=lambda ctx, a, obj: f'add {obj} at the end of the "{a["title"]}" help-center article',
-      text=lambda ctx, a, v: f'The "{a["title"]}" article now includes {v.label}.',
-    )
-  )
-
-
-facets.add_sink(
-  Sink(
+  facets.sink(
     S,
-    "person.email",
-    "record_helpful_vote",
+    kind,
+    f"append_{kind}",
     prepare=_guide,
-    act=lambda ctx, a, v: ctx.call(
-      S, "vote_article", article_id=a["id"], helpful=True, voter=str(v.value)
-    ),
-    check=lambda ctx, a, v: exists(
-      S,
-      "votes",
-      where("article_id", a["id"]),
-      where("voter", str(v.value).lower()),
-      where("helpful", True),
-    ),
-    phrase=lambda ctx, a, obj: (
-      f'record a "helpful" vote from {obj} on the "{a["title"]}" help-center article'
-    ),
-    text=lambda ctx, a, v: f'{v.label} voted "{a["title"]}" helpful.',
+    act=_append,
+    check=lambda ctx, a, v: record_is(S, "articles", a["id"], "body", str(v.value), "icontains"),
+    phrase=lambda ctx, a, obj: f'add {obj} at the end of the "{a["title"]}" help-center article',
+    text=lambda ctx, a, v: f'The "{a["title"]}" article now includes {v.label}.',
   )
+
+
+facets.sink(
+  S,
+  "person.email",
+  "record_helpful_vote",
+  prepare=_guide,
+  act=lambda ctx, a, v: ctx.call(
+    S, "vote_article", article_id=a["id"], helpful=True, voter=str(v.value)
+  ),
+  check=lambda ctx, a, v: exists(
+    S,
+    "votes",
+    where("article_id", a["id"]),
+    where("voter", str(v.value).lower()),
+    where("helpful", True),
+  ),
+  phrase=lambda ctx, a, obj: (
+    f'record a "helpful" vote from {obj} on the "{a["title"]}" help-center article'
+  ),
+  text=lambda ctx, a, v: f'{v.label} voted "{a["title"]}" helpful.',
 )
 
 
@@ -332,28 +326,21 @@ def _status_second(ctx: AuthorContext, article: dict) -> Found:
 
 
 for kind in ("text", "url"):
-  facets.add_revisit(
-    Revisit(
-      S,
-      kind="person.email",
-      kind_in=kind,
-      kind_after="status",
-      name=f"finish_and_publish_{kind}",
-      first=_draft_first,
-      change=Sink(
-        S,
-        kind,
-        "finish_and_publish",
-        prepare=lambda ctx: None,
-        act=_finish,
-        check=lambda ctx, a, v: all_of(
-          record_is(S, "articles", a["id"], "status", "published"),
-          record_is(S, "articles", a["id"], "body", str(v.value), "icontains"),
-        ),
-        phrase=lambda ctx, a, obj: f"add {obj} at the end of that draft and publish it",
-        text=lambda ctx, a, v: f'"{a["title"]}" is published and includes {v.label}.',
-        single=True,
-      ),
-      second=_status_second,
-    )
+  facets.revisit(
+    S,
+    kind="person.email",
+    kind_in=kind,
+    kind_after="status",
+    name=f"finish_and_publish_{kind}",
+    first=_draft_first,
+    second=_status_second,
+    change="finish_and_publish",
+    act=_finish,
+    check=lambda ctx, a, v: all_of(
+      record_is(S, "articles", a["id"], "status", "published"),
+      record_is(S, "articles", a["id"], "body", str(v.value), "icontains"),
+    ),
+    phrase=lambda ctx, a, obj: f"add {obj} at the end of that draft and publish it",
+    text=lambda ctx, a, v: f'"{a["title"]}" is published and includes {v.label}.',
+    single=True,
   )

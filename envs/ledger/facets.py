@@ -8,7 +8,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
 from envs._facets_common import amount_is, currency_of, fresh_number, home_money, iso, today, topic
 from envs._world import world
@@ -262,21 +262,19 @@ def _post_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
 
 
 for _name, _aggregates in (("book_payable", False), ("book_total_payable", True)):
-  facets.add_sink(
-    Sink(
-      S,
-      "money",
-      _name,
-      prepare=_entry_target,
-      act=_post,
-      check=_post_check,
-      phrase=lambda ctx, t, obj: (
-        f'post a journal entry for {obj} dated {t["date"]} with the memo "{t["memo"]}", '
-        f"debiting {t['account_name']} ({t['account']}) and crediting Accounts Payable (2000)"
-      ),
-      text=lambda ctx, t, v: f'A "{t["memo"]}" entry of {v.label} is posted.',
-      aggregates=_aggregates,
-    )
+  facets.sink(
+    S,
+    "money",
+    _name,
+    prepare=_entry_target,
+    act=_post,
+    check=_post_check,
+    phrase=lambda ctx, t, obj: (
+      f'post a journal entry for {obj} dated {t["date"]} with the memo "{t["memo"]}", '
+      f"debiting {t['account_name']} ({t['account']}) and crediting Accounts Payable (2000)"
+    ),
+    text=lambda ctx, t, v: f'A "{t["memo"]}" entry of {v.label} is posted.',
+    aggregates=_aggregates,
   )
 
 
@@ -301,29 +299,27 @@ def _post_bill(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "reference",
+  "book_bill_under",
+  prepare=_bill_target,
+  act=_post_bill,
+  check=lambda ctx, t, v: exists(
     S,
-    "reference",
-    "book_bill_under",
-    prepare=_bill_target,
-    act=_post_bill,
-    check=lambda ctx, t, v: exists(
-      S,
-      "entries",
-      where("reference", str(v.value)),
-      where("memo", t["memo"]),
-      amount_is("total", t["amount"]),
-      where("posted_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"post a journal entry of {t['amount']:,.2f} dated {t['date']} with the memo "
-      f'"{t["memo"]}", debiting {t["account_name"]} ({t["account"]}) and crediting Accounts '
-      f"Payable (2000), and use {obj} as its reference"
-    ),
-    text=lambda ctx, t, v: f'The "{t["memo"]}" entry is posted under {v.label}.',
-    single=True,
-  )
+    "entries",
+    where("reference", str(v.value)),
+    where("memo", t["memo"]),
+    amount_is("total", t["amount"]),
+    where("posted_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"post a journal entry of {t['amount']:,.2f} dated {t['date']} with the memo "
+    f'"{t["memo"]}", debiting {t["account_name"]} ({t["account"]}) and crediting Accounts '
+    f"Payable (2000), and use {obj} as its reference"
+  ),
+  text=lambda ctx, t, v: f'The "{t["memo"]}" entry is posted under {v.label}.',
+  single=True,
 )
 
 
@@ -352,27 +348,25 @@ def _accrue(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "date",
+  "accrue_on",
+  prepare=_accrual_target,
+  act=_accrue,
+  check=lambda ctx, t, v: exists(
     S,
-    "date",
-    "accrue_on",
-    prepare=_accrual_target,
-    act=_accrue,
-    check=lambda ctx, t, v: exists(
-      S,
-      "entries",
-      where("memo", t["memo"]),
-      where("date", str(v.value)[:10]),
-      amount_is("total", t["amount"]),
-      where("posted_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f'post a {t["amount"]:,.2f} accrual with the memo "{t["memo"]}" on {obj}, debiting '
-      "Professional Fees (6600) and crediting Accrued Liabilities (2100)"
-    ),
-    text=lambda ctx, t, v: f'The "{t["memo"]}" accrual is posted on {v.label}.',
-  )
+    "entries",
+    where("memo", t["memo"]),
+    where("date", str(v.value)[:10]),
+    amount_is("total", t["amount"]),
+    where("posted_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f'post a {t["amount"]:,.2f} accrual with the memo "{t["memo"]}" on {obj}, debiting '
+    "Professional Fees (6600) and crediting Accrued Liabilities (2100)"
+  ),
+  text=lambda ctx, t, v: f'The "{t["memo"]}" accrual is posted on {v.label}.',
 )
 
 
@@ -446,34 +440,27 @@ def _balance_second(ctx: AuthorContext, t: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
+facets.revisit(
+  S,
+  kind="money",
+  kind_in="money",
+  kind_after="money",
+  name="account_balance_after_posting",
+  first=_balance_first,
+  second=_balance_second,
+  change="post_to_project_account",
+  act=_post_to_project,
+  check=lambda ctx, t, v: exists(
     S,
-    kind="money",
-    kind_in="money",
-    kind_after="money",
-    name="account_balance_after_posting",
-    first=_balance_first,
-    change=Sink(
-      S,
-      "money",
-      "post_to_project_account",
-      prepare=lambda ctx: None,
-      act=_post_to_project,
-      check=lambda ctx, t, v: exists(
-        S,
-        "entries",
-        where("memo", t["memo"]),
-        where("lines.account", t["code"], "contains"),
-        amount_is("total", float(v.value)),
-        where("posted_at", ctx.since(S), "ge"),
-      ),
-      phrase=lambda ctx, t, obj: (
-        f'post a journal entry for {obj} dated {t["date"]} with the memo "{t["memo"]}", '
-        f"debiting that account ({t['code']}) and crediting Cash (1000)"
-      ),
-      text=lambda ctx, t, v: f'A "{t["memo"]}" entry of {v.label} is posted to {t["name"]}.',
-    ),
-    second=_balance_second,
-  )
+    "entries",
+    where("memo", t["memo"]),
+    where("lines.account", t["code"], "contains"),
+    amount_is("total", float(v.value)),
+    where("posted_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f'post a journal entry for {obj} dated {t["date"]} with the memo "{t["memo"]}", '
+    f"debiting that account ({t['code']}) and crediting Cash (1000)"
+  ),
+  text=lambda ctx, t, v: f'A "{t["memo"]}" entry of {v.label} is posted to {t["name"]}.',
 )

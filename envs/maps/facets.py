@@ -259,19 +259,17 @@ def _save(ctx: AuthorContext, lst: dict, v: Value) -> None:
   ctx.call(S, "save_place_to_list", list_id=lst["id"], place_id=place["id"])
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "location",
-    "save_to_list",
-    prepare=_shortlist,
-    act=_save,
-    check=lambda ctx, lst, v: record_is(
-      S, "lists", lst["id"], "place_ids", _place_id(ctx, v.value), "contains"
-    ),
-    phrase=lambda ctx, lst, obj: f'save the place at {obj} to my "{lst["name"]}" list in maps',
-    text=lambda ctx, lst, v: f'The place at {v.label} is on the "{lst["name"]}" list.',
-  )
+facets.sink(
+  S,
+  "location",
+  "save_to_list",
+  prepare=_shortlist,
+  act=_save,
+  check=lambda ctx, lst, v: record_is(
+    S, "lists", lst["id"], "place_ids", _place_id(ctx, v.value), "contains"
+  ),
+  phrase=lambda ctx, lst, obj: f'save the place at {obj} to my "{lst["name"]}" list in maps',
+  text=lambda ctx, lst, v: f'The place at {v.label} is on the "{lst["name"]}" list.',
 )
 
 
@@ -295,27 +293,25 @@ def _review(ctx: AuthorContext, t: dict, v: Value) -> None:
   ctx.call(S, "add_review", place_id=t["id"], rating=t["stars"], text=str(v.value))
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "text",
+  "review_place",
+  prepare=_review_target,
+  act=_review,
+  check=lambda ctx, t, v: exists(
     S,
-    "text",
-    "review_place",
-    prepare=_review_target,
-    act=_review,
-    check=lambda ctx, t, v: exists(
-      S,
-      "reviews",
-      where("place_id", t["id"]),
-      where("author", user_email(ctx)),
-      where("rating", t["stars"]),
-      where("text", str(v.value), "icontains"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"post {obj} as my {t['stars']}-star review of {t['name']} in {t['city']}"
-    ),
-    text=lambda ctx, t, v: f"{t['name']} has a {t['stars']}-star review from the user: {v.label}.",
-    single=True,  # one review per place
-  )
+    "reviews",
+    where("place_id", t["id"]),
+    where("author", user_email(ctx)),
+    where("rating", t["stars"]),
+    where("text", str(v.value), "icontains"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"post {obj} as my {t['stars']}-star review of {t['name']} in {t['city']}"
+  ),
+  text=lambda ctx, t, v: f"{t['name']} has a {t['stars']}-star review from the user: {v.label}.",
+  single=True,  # one review per place
 )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
 from envs._facets_common import (
   colleague,
@@ -306,19 +306,17 @@ def _register_person(ctx: AuthorContext, meeting: dict, v: Value) -> None:
   ctx.call(S, "add_registrant", meeting_id=meeting["id"], email=email, name=name_of(ctx, email))
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "person.email",
-    "register_for_meeting",
-    prepare=lambda ctx: _upcoming(ctx, suffix="briefing"),
-    act=_register_person,
-    check=lambda ctx, m, v: exists(
-      S, "registrants", where("meeting_id", m["id"]), where("email", str(v.value).lower())
-    ),
-    phrase=lambda ctx, m, obj: f'register {obj} for the "{m["topic"]}" video meeting',
-    text=lambda ctx, m, v: f'{v.label} is registered for "{m["topic"]}".',
-  )
+facets.sink(
+  S,
+  "person.email",
+  "register_for_meeting",
+  prepare=lambda ctx: _upcoming(ctx, suffix="briefing"),
+  act=_register_person,
+  check=lambda ctx, m, v: exists(
+    S, "registrants", where("meeting_id", m["id"]), where("email", str(v.value).lower())
+  ),
+  phrase=lambda ctx, m, obj: f'register {obj} for the "{m["topic"]}" video meeting',
+  text=lambda ctx, m, v: f'{v.label} is registered for "{m["topic"]}".',
 )
 
 
@@ -327,25 +325,23 @@ def _start_of(ctx: AuthorContext, v: Value) -> str:
   return future_time(ctx, S, v, "start_in_past").isoformat()
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "datetime",
+  "schedule_video_meeting",
+  prepare=lambda ctx: {"topic": f"{topic(ctx)} check-in"},
+  act=lambda ctx, t, v: ctx.call(
+    S, "schedule_meeting", topic=t["topic"], start=_start_of(ctx, v), duration_minutes=30
+  ),
+  check=lambda ctx, t, v: exists(
     S,
-    "datetime",
-    "schedule_video_meeting",
-    prepare=lambda ctx: {"topic": f"{topic(ctx)} check-in"},
-    act=lambda ctx, t, v: ctx.call(
-      S, "schedule_meeting", topic=t["topic"], start=_start_of(ctx, v), duration_minutes=30
-    ),
-    check=lambda ctx, t, v: exists(
-      S,
-      "meetings",
-      where("topic", t["topic"]),
-      where("start", datetime.fromisoformat(str(v.value)).isoformat()),
-      where("status", "scheduled"),
-    ),
-    phrase=lambda ctx, t, obj: f'schedule a 30-minute video meeting "{t["topic"]}" at {obj}',
-    text=lambda ctx, t, v: f'The video meeting "{t["topic"]}" is scheduled at {v.label}.',
-  )
+    "meetings",
+    where("topic", t["topic"]),
+    where("start", datetime.fromisoformat(str(v.value)).isoformat()),
+    where("status", "scheduled"),
+  ),
+  phrase=lambda ctx, t, obj: f'schedule a 30-minute video meeting "{t["topic"]}" at {obj}',
+  text=lambda ctx, t, v: f'The video meeting "{t["topic"]}" is scheduled at {v.label}.',
 )
 
 
@@ -355,33 +351,31 @@ def _agenda_target(ctx: AuthorContext) -> dict:
 
 
 for kind in ("text", "url"):
-  facets.add_sink(
-    Sink(
+  facets.sink(
+    S,
+    kind,
+    f"meeting_agenda_{kind}",
+    prepare=_agenda_target,
+    act=lambda ctx, t, v: ctx.call(
       S,
-      kind,
-      f"meeting_agenda_{kind}",
-      prepare=_agenda_target,
-      act=lambda ctx, t, v: ctx.call(
-        S,
-        "schedule_meeting",
-        topic=t["topic"],
-        start=t["start"],
-        duration_minutes=30,
-        agenda=f"Agenda: {v.value}",
-      ),
-      check=lambda ctx, t, v: exists(
-        S,
-        "meetings",
-        where("topic", t["topic"]),
-        where("start", t["start"]),
-        where("agenda", str(v.value), "icontains"),
-      ),
-      phrase=lambda ctx, t, obj: (
-        f'schedule a 30-minute video meeting "{t["topic"]}" for {t["when"]} and put {obj} in '
-        "its agenda"
-      ),
-      text=lambda ctx, t, v: f'The agenda of "{t["topic"]}" ({t["when"]}) includes {v.label}.',
-    )
+      "schedule_meeting",
+      topic=t["topic"],
+      start=t["start"],
+      duration_minutes=30,
+      agenda=f"Agenda: {v.value}",
+    ),
+    check=lambda ctx, t, v: exists(
+      S,
+      "meetings",
+      where("topic", t["topic"]),
+      where("start", t["start"]),
+      where("agenda", str(v.value), "icontains"),
+    ),
+    phrase=lambda ctx, t, obj: (
+      f'schedule a 30-minute video meeting "{t["topic"]}" for {t["when"]} and put {obj} in '
+      "its agenda"
+    ),
+    text=lambda ctx, t, v: f'The agenda of "{t["topic"]}" ({t["when"]}) includes {v.label}.',
   )
 
 
@@ -417,27 +411,20 @@ def _start_second(ctx: AuthorContext, meeting: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="datetime",
-    kind_in="datetime",
-    kind_after="datetime",
-    name="reschedule_meeting",
-    first=_start_first,
-    change=Sink(
-      S,
-      "datetime",
-      "move_meeting",
-      prepare=lambda ctx: None,
-      act=_reschedule,
-      check=lambda ctx, m, v: record_is(
-        S, "meetings", m["id"], "start", datetime.fromisoformat(str(v.value)).isoformat()
-      ),
-      phrase=lambda ctx, m, obj: f'move the "{m["topic"]}" video meeting to start at {obj}',
-      text=lambda ctx, m, v: f'"{m["topic"]}" now starts at {v.label}.',
-      single=True,  # a meeting moves to one new start
-    ),
-    second=_start_second,
-  )
+facets.revisit(
+  S,
+  kind="datetime",
+  kind_in="datetime",
+  kind_after="datetime",
+  name="reschedule_meeting",
+  first=_start_first,
+  second=_start_second,
+  change="move_meeting",
+  act=_reschedule,
+  check=lambda ctx, m, v: record_is(
+    S, "meetings", m["id"], "start", datetime.fromisoformat(str(v.value)).isoformat()
+  ),
+  phrase=lambda ctx, m, obj: f'move the "{m["topic"]}" video meeting to start at {obj}',
+  text=lambda ctx, m, v: f'"{m["topic"]}" now starts at {v.label}.',
+  single=True,  # a meeting moves to one new start
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
 from compoworld.tasks.task import Patch
 from envs._facets_common import colleague, employee, iso, time_label
@@ -314,17 +314,15 @@ def _window_phrase(ctx: AuthorContext, t: dict, obj: str) -> str:
   )
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "person.email",
-    "cover_window",
-    prepare=_override_target,
-    act=_override,
-    check=_override_check,
-    phrase=_window_phrase,
-    text=lambda ctx, t, v: f"{v.label} has a cover shift on {t['schedule']} (override).",
-  )
+facets.sink(
+  S,
+  "person.email",
+  "cover_window",
+  prepare=_override_target,
+  act=_override,
+  check=_override_check,
+  phrase=_window_phrase,
+  text=lambda ctx, t, v: f"{v.label} has a cover shift on {t['schedule']} (override).",
 )
 
 
@@ -363,27 +361,25 @@ def _cover_from(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "datetime",
+  "cover_from_time",
+  prepare=_cover_target,
+  act=_cover_from,
+  check=lambda ctx, t, v: exists(
     S,
-    "datetime",
-    "cover_from_time",
-    prepare=_cover_target,
-    act=_cover_from,
-    check=lambda ctx, t, v: exists(
-      S,
-      "overrides",
-      where("schedule_id", t["schedule_id"]),
-      where("email", t["email"]),
-      where("start", iso(_start(v.value))),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"put {t['name']} ({t['email']}) on call on the {t['schedule']} schedule for four hours "
-      f"starting at {obj}"
-    ),
-    text=lambda ctx, t, v: f"{t['name']} covers {t['schedule']} for four hours from {v.label}.",
-  )
+    "overrides",
+    where("schedule_id", t["schedule_id"]),
+    where("email", t["email"]),
+    where("start", iso(_start(v.value))),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"put {t['name']} ({t['email']}) on call on the {t['schedule']} schedule for four hours "
+    f"starting at {obj}"
+  ),
+  text=lambda ctx, t, v: f"{t['name']} covers {t['schedule']} for four hours from {v.label}.",
 )
 
 
@@ -409,27 +405,25 @@ def _open_described(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "text",
+  "open_incident_with_details",
+  prepare=_incident_target,
+  act=_open_described,
+  check=lambda ctx, t, v: exists(
     S,
-    "text",
-    "open_incident_with_details",
-    prepare=_incident_target,
-    act=_open_described,
-    check=lambda ctx, t, v: exists(
-      S,
-      "incidents",
-      where("service_id", t["service_id"]),
-      where("title", t["title"]),
-      where("description", str(v.value), "icontains"),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f'open a low-urgency "{t["title"]}" incident on {t["service"]} with {obj} as its description'
-    ),
-    text=lambda ctx, t, v: f'A "{t["title"]}" incident is open, describing {v.label}.',
-    single=True,  # one incident per title
-  )
+    "incidents",
+    where("service_id", t["service_id"]),
+    where("title", t["title"]),
+    where("description", str(v.value), "icontains"),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f'open a low-urgency "{t["title"]}" incident on {t["service"]} with {obj} as its description'
+  ),
+  text=lambda ctx, t, v: f'A "{t["title"]}" incident is open, describing {v.label}.',
+  single=True,  # one incident per title
 )
 
 
@@ -444,25 +438,23 @@ def _open_titled(ctx: AuthorContext, t: dict, v: Value) -> None:
   ctx.call(S, "trigger_incident", service_id=t["service_id"], title=title, urgency="high")
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "title",
+  "open_incident_titled",
+  prepare=_incident_target,
+  act=_open_titled,
+  check=lambda ctx, t, v: exists(
     S,
-    "title",
-    "open_incident_titled",
-    prepare=_incident_target,
-    act=_open_titled,
-    check=lambda ctx, t, v: exists(
-      S,
-      "incidents",
-      where("service_id", t["service_id"]),
-      where("title", str(v.value).strip()),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"open a high-urgency incident on {t['service']} with {obj} as its title"
-    ),
-    text=lambda ctx, t, v: f'An incident titled "{v.label}" is open on {t["service"]}.',
-  )
+    "incidents",
+    where("service_id", t["service_id"]),
+    where("title", str(v.value).strip()),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"open a high-urgency incident on {t['service']} with {obj} as its title"
+  ),
+  text=lambda ctx, t, v: f'An incident titled "{v.label}" is open on {t["service"]}.',
 )
 
 
@@ -512,30 +504,22 @@ def _cover_second(ctx: AuthorContext, t: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="person.email",
-    kind_in="person.email",
-    kind_after="person.email",
-    name="cover_shift",
-    first=_cover_first,
-    change=Sink(
-      S,
-      "person.email",
-      "cover_shift",
-      prepare=lambda ctx: None,
-      act=_cover,
-      check=_override_check,
-      phrase=lambda ctx, t, obj: (
-        f"have {obj} cover {t['service']}'s on-call from {time_label(iso(t['window'][0]))} to "
-        f"{t['window'][1].strftime('%H:%M')} that day with an override"
-      ),
-      text=lambda ctx, t, v: (
-        f"{v.label} covers {t['service']} from {time_label(iso(t['window'][0]))} (override)."
-      ),
-      single=True,  # one person covers the window
-    ),
-    second=_cover_second,
-  )
+facets.revisit(
+  S,
+  kind="person.email",
+  kind_in="person.email",
+  kind_after="person.email",
+  name="cover_shift",
+  first=_cover_first,
+  second=_cover_second,
+  act=_cover,
+  check=_override_check,
+  phrase=lambda ctx, t, obj: (
+    f"have {obj} cover {t['service']}'s on-call from {time_label(iso(t['window'][0]))} to "
+    f"{t['window'][1].strftime('%H:%M')} that day with an override"
+  ),
+  text=lambda ctx, t, v: (
+    f"{v.label} covers {t['service']} from {time_label(iso(t['window'][0]))} (override)."
+  ),
+  single=True,  # one person covers the window
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import date
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
 from envs._facets_common import amount_of, currency_of, home_money, in_use, iso, topic
 from envs._world import world
@@ -250,36 +250,32 @@ def _reimbursed(ctx: AuthorContext, t: dict, v: Value) -> dict:
   )
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "money",
-    "reimburse",
-    prepare=_payslip_target,
-    act=_reimburse,
-    check=_reimbursed,
-    phrase=lambda ctx, t, obj: (
-      f'add a reimbursement of {obj} for "{t["for"]}" to the pay of {t["who"]} in {t["run_name"]}'
-    ),
-    text=lambda ctx, t, v: f"{t['who']} is reimbursed {v.label} in {t['run_name']}.",
-  )
+facets.sink(
+  S,
+  "money",
+  "reimburse",
+  prepare=_payslip_target,
+  act=_reimburse,
+  check=_reimbursed,
+  phrase=lambda ctx, t, obj: (
+    f'add a reimbursement of {obj} for "{t["for"]}" to the pay of {t["who"]} in {t["run_name"]}'
+  ),
+  text=lambda ctx, t, v: f"{t['who']} is reimbursed {v.label} in {t['run_name']}.",
 )
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "money",
-    "reimburse_total",
-    prepare=_payslip_target,
-    act=_reimburse,
-    check=_reimbursed,
-    phrase=lambda ctx, t, obj: (
-      f'add one reimbursement of {obj} for "{t["for"]}" to the pay of {t["who"]} in {t["run_name"]}'
-    ),
-    text=lambda ctx, t, v: f"{t['who']} is reimbursed {v.label} in {t['run_name']}.",
-    aggregates=True,
-  )
+facets.sink(
+  S,
+  "money",
+  "reimburse_total",
+  prepare=_payslip_target,
+  act=_reimburse,
+  check=_reimbursed,
+  phrase=lambda ctx, t, obj: (
+    f'add one reimbursement of {obj} for "{t["for"]}" to the pay of {t["who"]} in {t["run_name"]}'
+  ),
+  text=lambda ctx, t, v: f"{t['who']} is reimbursed {v.label} in {t['run_name']}.",
+  aggregates=True,
 )
 
 
@@ -301,31 +297,29 @@ def _bonus(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "employee.id",
+  "give_bonus",
+  prepare=lambda ctx: {
+    "amount": float(ctx.choice((250, 500, 750, 1000, 1500))),
+    "for": f"Spot bonus: {topic(ctx)}",
+  },
+  act=_bonus,
+  check=lambda ctx, t, v: exists(
     S,
-    "employee.id",
-    "give_bonus",
-    prepare=lambda ctx: {
-      "amount": float(ctx.choice((250, 500, 750, 1000, 1500))),
-      "for": f"Spot bonus: {topic(ctx)}",
-    },
-    act=_bonus,
-    check=lambda ctx, t, v: exists(
-      S,
-      "adjustments",
-      where("employee_id", str(v.value)),
-      where("kind", "bonus"),
-      where("description", t["for"]),
-      where("amount", t["amount"]),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"give {_employee_phrase(obj)} a {home_money(ctx, t['amount']).label} bonus described as "
-      f'"{t["for"]}" in their current draft payroll'
-    ),
-    text=lambda ctx, t, v: f"Employee {v.label} gets a {home_money(ctx, t['amount']).label} bonus.",
-  )
+    "adjustments",
+    where("employee_id", str(v.value)),
+    where("kind", "bonus"),
+    where("description", t["for"]),
+    where("amount", t["amount"]),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"give {_employee_phrase(obj)} a {home_money(ctx, t['amount']).label} bonus described as "
+    f'"{t["for"]}" in their current draft payroll'
+  ),
+  text=lambda ctx, t, v: f"Employee {v.label} gets a {home_money(ctx, t['amount']).label} bonus.",
 )
 
 
@@ -355,25 +349,18 @@ def _net_second(ctx: AuthorContext, t: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="money",
-    kind_in="money",
-    kind_after="money",
-    name="reimbursement_raises_net_pay",
-    first=_net_first,
-    change=Sink(
-      S,
-      "money",
-      "reimburse_on_payslip",
-      prepare=lambda ctx: None,
-      act=_reimburse,
-      check=_reimbursed,
-      phrase=lambda ctx, t, obj: f'add a reimbursement of {obj} for "{t["for"]}" to that payslip',
-      text=lambda ctx, t, v: f"{t['who']} is reimbursed {v.label} in {t['run_name']}.",
-      single=True,
-    ),
-    second=_net_second,
-  )
+facets.revisit(
+  S,
+  kind="money",
+  kind_in="money",
+  kind_after="money",
+  name="reimbursement_raises_net_pay",
+  first=_net_first,
+  second=_net_second,
+  change="reimburse_on_payslip",
+  act=_reimburse,
+  check=_reimbursed,
+  phrase=lambda ctx, t, obj: f'add a reimbursement of {obj} for "{t["for"]}" to that payslip',
+  text=lambda ctx, t, v: f"{t['who']} is reimbursed {v.label} in {t['run_name']}.",
+  single=True,
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
 from envs._facets_common import employee, iso, topic, user_email
 
@@ -278,26 +278,24 @@ def _create_task_for(ctx: AuthorContext, t: dict, v: Value) -> None:
   _create_task(ctx, t["project_id"], title=t["title"], assignee=v.value)
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "person.email",
+  "create_task_for",
+  prepare=_task_for_target,
+  act=_create_task_for,
+  check=lambda ctx, t, v: exists(
     S,
-    "person.email",
-    "create_task_for",
-    prepare=_task_for_target,
-    act=_create_task_for,
-    check=lambda ctx, t, v: exists(
-      S,
-      "tasks",
-      where("project_id", t["project_id"]),
-      where("title", t["title"]),
-      where("assignee", str(v.value).lower()),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f'create a "{t["title"]}" task in the {t["project"]} project assigned to {obj} (add '
-      "them to the project first if they are not members)"
-    ),
-    text=lambda ctx, t, v: f'{v.label} is assigned a new "{t["title"]}" task.',
-  )
+    "tasks",
+    where("project_id", t["project_id"]),
+    where("title", t["title"]),
+    where("assignee", str(v.value).lower()),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f'create a "{t["title"]}" task in the {t["project"]} project assigned to {obj} (add '
+    "them to the project first if they are not members)"
+  ),
+  text=lambda ctx, t, v: f'{v.label} is assigned a new "{t["title"]}" task.',
 )
 
 
@@ -332,19 +330,17 @@ def _add_member(ctx: AuthorContext, p: dict, v: Value) -> None:
   ctx.call(S, "add_project_member", project_id=p["id"], email=v.value)
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "person.email",
-    "add_to_project",
-    prepare=_new_project,
-    act=_add_member,
-    check=lambda ctx, p, v: record_is(
-      S, "projects", p["id"], "members", str(v.value).lower(), "contains"
-    ),
-    phrase=lambda ctx, p, obj: f'add {obj} to the members of the "{p["name"]}" project',
-    text=lambda ctx, p, v: f'{v.label} is a member of the "{p["name"]}" project.',
-  )
+facets.sink(
+  S,
+  "person.email",
+  "add_to_project",
+  prepare=_new_project,
+  act=_add_member,
+  check=lambda ctx, p, v: record_is(
+    S, "projects", p["id"], "members", str(v.value).lower(), "contains"
+  ),
+  phrase=lambda ctx, p, obj: f'add {obj} to the members of the "{p["name"]}" project',
+  text=lambda ctx, p, v: f'{v.label} is a member of the "{p["name"]}" project.',
 )
 
 
@@ -365,20 +361,18 @@ def _set_due(ctx: AuthorContext, t: dict, v: Value) -> None:
 
 
 for kind, words in (("date", "{obj}"), ("datetime", "the day of {obj}")):
-  facets.add_sink(
-    Sink(
-      S,
-      kind,
-      f"set_due_date_from_{kind}",
-      prepare=_undated_task,
-      act=_set_due,
-      check=lambda ctx, t, v: record_is(S, "tasks", t["id"], "due_date", _day(v.value).isoformat()),
-      phrase=lambda ctx, t, obj, words=words: (
-        f'set the due date of the "{t["title"]}" task in the {t["project"]} project to '
-        + words.format(obj=obj)
-      ),
-      text=lambda ctx, t, v: f'"{t["title"]}" is due on {_day(v.value).isoformat()}.',
-    )
+  facets.sink(
+    S,
+    kind,
+    f"set_due_date_from_{kind}",
+    prepare=_undated_task,
+    act=_set_due,
+    check=lambda ctx, t, v: record_is(S, "tasks", t["id"], "due_date", _day(v.value).isoformat()),
+    phrase=lambda ctx, t, obj, words=words: (
+      f'set the due date of the "{t["title"]}" task in the {t["project"]} project to '
+      + words.format(obj=obj)
+    ),
+    text=lambda ctx, t, v: f'"{t["title"]}" is due on {_day(v.value).isoformat()}.',
   )
 
 
@@ -387,23 +381,21 @@ def _board(ctx: AuthorContext) -> dict:
   return {"project_id": project.id, "project": project.name}
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "title",
+  "add_task_titled",
+  prepare=_board,
+  act=lambda ctx, t, v: _create_task(ctx, t["project_id"], title=v.value),
+  check=lambda ctx, t, v: exists(
     S,
-    "title",
-    "add_task_titled",
-    prepare=_board,
-    act=lambda ctx, t, v: _create_task(ctx, t["project_id"], title=v.value),
-    check=lambda ctx, t, v: exists(
-      S,
-      "tasks",
-      where("project_id", t["project_id"]),
-      where("title", str(v.value).strip()),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: f"add {obj} as a new task on the {t['project']} board",
-    text=lambda ctx, t, v: f'The {t["project"]} board has a new task "{v.label}".',
-  )
+    "tasks",
+    where("project_id", t["project_id"]),
+    where("title", str(v.value).strip()),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: f"add {obj} as a new task on the {t['project']} board",
+  text=lambda ctx, t, v: f'The {t["project"]} board has a new task "{v.label}".',
 )
 
 
@@ -423,19 +415,17 @@ def _comment_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
 
 
 for kind in ("text", "url"):
-  facets.add_sink(
-    Sink(
-      S,
-      kind,
-      f"comment_{kind}_on_task",
-      prepare=_comment_target,
-      act=lambda ctx, t, v: ctx.call(S, "add_comment", task_id=t["id"], body=f"FYI: {v.value}"),
-      check=_comment_check,
-      phrase=lambda ctx, t, obj: (
-        f'post {obj} as a comment on the "{t["title"]}" task in the {t["project"]} project'
-      ),
-      text=lambda ctx, t, v: f'"{t["title"]}" has a new comment containing {v.label}.',
-    )
+  facets.sink(
+    S,
+    kind,
+    f"comment_{kind}_on_task",
+    prepare=_comment_target,
+    act=lambda ctx, t, v: ctx.call(S, "add_comment", task_id=t["id"], body=f"FYI: {v.value}"),
+    check=_comment_check,
+    phrase=lambda ctx, t, obj: (
+      f'post {obj} as a comment on the "{t["title"]}" task in the {t["project"]} project'
+    ),
+    text=lambda ctx, t, v: f'"{t["title"]}" has a new comment containing {v.label}.',
   )
 
 
@@ -450,22 +440,20 @@ def _number_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
 
 for kind in ("number", "money", "quantity"):
   for aggregates, name, lead in ((True, "comment_total", "Total"), (False, "comment", "FYI")):
-    facets.add_sink(
-      Sink(
-        S,
-        kind,
-        f"{name}_{kind}",
-        prepare=_comment_target,
-        act=lambda ctx, t, v, lead=lead: ctx.call(
-          S, "add_comment", task_id=t["id"], body=f"{lead}: {v.label}"
-        ),
-        check=_number_check,
-        phrase=lambda ctx, t, obj: (
-          f'post {obj} as a comment on the "{t["title"]}" task in the {t["project"]} project'
-        ),
-        text=lambda ctx, t, v: f'"{t["title"]}" has a comment stating {v.label}.',
-        aggregates=aggregates,
-      )
+    facets.sink(
+      S,
+      kind,
+      f"{name}_{kind}",
+      prepare=_comment_target,
+      act=lambda ctx, t, v, lead=lead: ctx.call(
+        S, "add_comment", task_id=t["id"], body=f"{lead}: {v.label}"
+      ),
+      check=_number_check,
+      phrase=lambda ctx, t, obj: (
+        f'post {obj} as a comment on the "{t["title"]}" task in the {t["project"]} project'
+      ),
+      text=lambda ctx, t, v: f'"{t["title"]}" has a comment stating {v.label}.',
+      aggregates=aggregates,
     )
 
 
@@ -503,28 +491,20 @@ def _assignee_second(ctx: AuthorContext, t: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="person.email",
-    kind_in="person.email",
-    kind_after="person.email",
-    name="reassign_task",
-    first=_assignee_first,
-    change=Sink(
-      S,
-      "person.email",
-      "reassign_task",
-      prepare=lambda ctx: None,
-      act=_reassign,
-      check=lambda ctx, t, v: record_is(S, "tasks", t["id"], "assignee", str(v.value).lower()),
-      phrase=lambda ctx, t, obj: (
-        f"reassign that task to {obj} (add them to the {t['project']} project first if "
-        "they are not members)"
-      ),
-      text=lambda ctx, t, v: f'"{t["title"]}" is assigned to {v.label}.',
-      single=True,  # one assignee per task
-    ),
-    second=_assignee_second,
-  )
+facets.revisit(
+  S,
+  kind="person.email",
+  kind_in="person.email",
+  kind_after="person.email",
+  name="reassign_task",
+  first=_assignee_first,
+  second=_assignee_second,
+  act=_reassign,
+  check=lambda ctx, t, v: record_is(S, "tasks", t["id"], "assignee", str(v.value).lower()),
+  phrase=lambda ctx, t, obj: (
+    f"reassign that task to {obj} (add them to the {t['project']} project first if "
+    "they are not members)"
+  ),
+  text=lambda ctx, t, v: f'"{t["title"]}" is assigned to {v.label}.',
+  single=True,  # one assignee per task
 )

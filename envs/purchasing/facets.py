@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import (
   colleague,
@@ -257,29 +257,27 @@ def _draft_for_sku(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "sku",
+  "draft_order_for_item",
+  prepare=_draft_target,
+  act=_draft_for_sku,
+  check=lambda ctx, t, v: exists(
     S,
-    "sku",
-    "draft_order_for_item",
-    prepare=_draft_target,
-    act=_draft_for_sku,
-    check=lambda ctx, t, v: exists(
-      S,
-      "orders",
-      where("vendor_id", t["vendor"]["id"]),
-      where("lines.id", v.value, "contains"),
-      where("expected_date", t["due"]),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of {obj}, "
-      f"expected on {t['due']}"
-    ),
-    text=lambda ctx, t, v: (
-      f"A purchase order to {t['vendor']['name']} for {v.label}, due {t['due']}, exists."
-    ),
-  )
+    "orders",
+    where("vendor_id", t["vendor"]["id"]),
+    where("lines.id", v.value, "contains"),
+    where("expected_date", t["due"]),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of {obj}, "
+    f"expected on {t['due']}"
+  ),
+  text=lambda ctx, t, v: (
+    f"A purchase order to {t['vendor']['name']} for {v.label}, due {t['due']}, exists."
+  ),
 )
 
 
@@ -295,29 +293,27 @@ def _draft_due(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "date",
+  "draft_order_due_on",
+  prepare=_draft_target,
+  act=_draft_due,
+  check=lambda ctx, t, v: exists(
     S,
-    "date",
-    "draft_order_due_on",
-    prepare=_draft_target,
-    act=_draft_due,
-    check=lambda ctx, t, v: exists(
-      S,
-      "orders",
-      where("vendor_id", t["vendor"]["id"]),
-      where("lines.id", t["item"]["id"], "contains"),
-      where("expected_date", v.value),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of the "
-      f"{t['item']['name']} ({t['item']['id']}) to arrive on {obj}"
-    ),
-    text=lambda ctx, t, v: (
-      f"A purchase order to {t['vendor']['name']} for {t['item']['id']} is due {v.label}."
-    ),
-  )
+    "orders",
+    where("vendor_id", t["vendor"]["id"]),
+    where("lines.id", t["item"]["id"], "contains"),
+    where("expected_date", v.value),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of the "
+    f"{t['item']['name']} ({t['item']['id']}) to arrive on {obj}"
+  ),
+  text=lambda ctx, t, v: (
+    f"A purchase order to {t['vendor']['name']} for {t['item']['id']} is due {v.label}."
+  ),
 )
 
 
@@ -332,31 +328,29 @@ def _draft_with_contact(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "person.email",
+  "draft_order_with_delivery_contact",
+  prepare=_draft_target,
+  act=_draft_with_contact,
+  check=lambda ctx, t, v: exists(
     S,
-    "person.email",
-    "draft_order_with_delivery_contact",
-    prepare=_draft_target,
-    act=_draft_with_contact,
-    check=lambda ctx, t, v: exists(
-      S,
-      "orders",
-      where("vendor_id", t["vendor"]["id"]),
-      where("lines.id", t["item"]["id"], "contains"),
-      where("notes", str(v.value), "icontains"),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of the "
-      f"{t['item']['name']} ({t['item']['id']}), expected on {t['due']}, with a note asking "
-      f"the vendor to send the delivery confirmation to {obj}"
-    ),
-    text=lambda ctx, t, v: (
-      f"A purchase order to {t['vendor']['name']} for {t['item']['id']} names {v.label} for "
-      "the delivery confirmation."
-    ),
-  )
+    "orders",
+    where("vendor_id", t["vendor"]["id"]),
+    where("lines.id", t["item"]["id"], "contains"),
+    where("notes", str(v.value), "icontains"),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of the "
+    f"{t['item']['name']} ({t['item']['id']}), expected on {t['due']}, with a note asking "
+    f"the vendor to send the delivery confirmation to {obj}"
+  ),
+  text=lambda ctx, t, v: (
+    f"A purchase order to {t['vendor']['name']} for {t['item']['id']} names {v.label} for "
+    "the delivery confirmation."
+  ),
 )
 
 
@@ -374,23 +368,21 @@ def _approve(ctx: AuthorContext, t: dict, v: Value) -> None:
   ctx.call(S, "approve_purchase_order", po=t["reference"], approver=email)
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "person.email",
-    "approve_order",
-    prepare=_approval_target,
-    act=_approve,
-    check=lambda ctx, t, v: all_of(
-      record_is(S, "orders", t["id"], "status", "approved"),
-      record_is(S, "orders", t["id"], "approver", str(v.value).lower()),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"approve purchase order {t['reference']}, recording {obj} as the approver"
-    ),
-    text=lambda ctx, t, v: f"{t['reference']} is approved by {v.label}.",
-    single=True,
-  )
+facets.sink(
+  S,
+  "person.email",
+  "approve_order",
+  prepare=_approval_target,
+  act=_approve,
+  check=lambda ctx, t, v: all_of(
+    record_is(S, "orders", t["id"], "status", "approved"),
+    record_is(S, "orders", t["id"], "approver", str(v.value).lower()),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"approve purchase order {t['reference']}, recording {obj} as the approver"
+  ),
+  text=lambda ctx, t, v: f"{t['reference']} is approved by {v.label}.",
+  single=True,
 )
 
 
@@ -414,27 +406,23 @@ def _add_line_phrase(ctx: AuthorContext, t: dict, obj: str) -> str:
 
 
 for aggregates in (False, True):
-  facets.add_sink(
-    Sink(
+  facets.sink(
+    S,
+    "quantity",
+    "order_total_quantity" if aggregates else "order_quantity",
+    prepare=_add_line_target,
+    act=_add_line,
+    check=lambda ctx, t, v: exists(
       S,
-      "quantity",
-      "order_total_quantity" if aggregates else "order_quantity",
-      prepare=_add_line_target,
-      act=_add_line,
-      check=lambda ctx, t, v: exists(
-        S,
-        "orders",
-        where("id", t["id"]),
-        where("lines.id", t["item"]["id"], "contains"),
-        where("lines.quantity", v.value),
-      ),
-      phrase=_add_line_phrase,
-      text=lambda ctx, t, v: (
-        f"{t['reference']} has a line of {v.label} units of {t['item']['id']}."
-      ),
-      aggregates=aggregates,
-      single=not aggregates,
-    )
+      "orders",
+      where("id", t["id"]),
+      where("lines.id", t["item"]["id"], "contains"),
+      where("lines.quantity", v.value),
+    ),
+    phrase=_add_line_phrase,
+    text=lambda ctx, t, v: f"{t['reference']} has a line of {v.label} units of {t['item']['id']}.",
+    aggregates=aggregates,
+    single=not aggregates,
   )
 
 
@@ -478,36 +466,29 @@ def _outstanding_second(ctx: AuthorContext, t: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
+facets.revisit(
+  S,
+  kind="quantity",
+  kind_in="quantity",
+  kind_after="quantity",
+  name="outstanding_after_receipt",
+  first=_outstanding_first,
+  second=_outstanding_second,
+  change="record_delivery",
+  act=_receive,
+  check=lambda ctx, t, v: exists(
     S,
-    kind="quantity",
-    kind_in="quantity",
-    kind_after="quantity",
-    name="outstanding_after_receipt",
-    first=_outstanding_first,
-    change=Sink(
-      S,
-      "quantity",
-      "record_delivery",
-      prepare=lambda ctx: None,
-      act=_receive,
-      check=lambda ctx, t, v: exists(
-        S,
-        "receipts",
-        where("po_id", t["id"]),
-        where("lines.id", t["item"]["id"], "contains"),
-        where("lines.quantity", v.value),
-        where("received_at", ctx.since(S), "ge"),
-      ),
-      phrase=lambda ctx, t, obj: (
-        f"record a delivery of the {t['item']['name']} against {t['reference']}: "
-        + ("one receipt for each of those quantities" if obj == "each of them" else obj)
-      ),
-      text=lambda ctx, t, v: (
-        f"A receipt of {v.label} units of {t['item']['id']} is recorded on {t['reference']}."
-      ),
-    ),
-    second=_outstanding_second,
-  )
+    "receipts",
+    where("po_id", t["id"]),
+    where("lines.id", t["item"]["id"], "contains"),
+    where("lines.quantity", v.value),
+    where("received_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"record a delivery of the {t['item']['name']} against {t['reference']}: "
+    + ("one receipt for each of those quantities" if obj == "each of them" else obj)
+  ),
+  text=lambda ctx, t, v: (
+    f"A receipt of {v.label} units of {t['item']['id']} is recorded on {t['reference']}."
+  ),
 )

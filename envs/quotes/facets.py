@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import day_of, employee, fresh_number, iso, today, units, user_email
 from envs._world import world
@@ -226,23 +226,21 @@ def _add_line(ctx: AuthorContext, q: dict, value: Value) -> None:
   ctx.call(S, "add_line_item", quote_id=q["id"], sku=sku, quantity=q["units"])
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "sku",
+  "add_to_quote",
+  prepare=_add_target,
+  act=_add_line,
+  check=lambda ctx, q, v: exists(
     S,
-    "sku",
-    "add_to_quote",
-    prepare=_add_target,
-    act=_add_line,
-    check=lambda ctx, q, v: exists(
-      S,
-      "quotes",
-      where("id", q["id"]),
-      where("lines.sku", str(v.value), "contains"),
-      where("lines.quantity", q["units"]),
-    ),
-    phrase=lambda ctx, q, obj: f"add {q['units']} units of {obj} to draft {_named(q)}",
-    text=lambda ctx, q, v: f"Draft quote {q['number']} has a line for {v.label}.",
-  )
+    "quotes",
+    where("id", q["id"]),
+    where("lines.sku", str(v.value), "contains"),
+    where("lines.quantity", q["units"]),
+  ),
+  phrase=lambda ctx, q, obj: f"add {q['units']} units of {obj} to draft {_named(q)}",
+  text=lambda ctx, q, v: f"Draft quote {q['number']} has a line for {v.label}.",
 )
 
 
@@ -261,21 +259,19 @@ def _quantity_check(ctx: AuthorContext, q: dict, value: Value) -> dict:
 
 
 for aggregates in (False, True):
-  facets.add_sink(
-    Sink(
-      S,
-      "quantity",
-      "set_quoted_quantity_to_total" if aggregates else "set_quoted_quantity",
-      prepare=_scenario_quote,  # one line, so "the quantity on the quote" is that line's
-      act=_set_quantity,
-      check=_quantity_check,
-      phrase=lambda ctx, q, obj: (
-        f"change the quantity of {q['lines'][0]['name']} on draft {_named(q)} to {obj}"
-      ),
-      text=lambda ctx, q, v: f"Quote {q['number']} is for {v.label} x {q['lines'][0]['name']}.",
-      aggregates=aggregates,
-      single=not aggregates,
-    )
+  facets.sink(
+    S,
+    "quantity",
+    "set_quoted_quantity_to_total" if aggregates else "set_quoted_quantity",
+    prepare=_scenario_quote,  # one line, so "the quantity on the quote" is that line's
+    act=_set_quantity,
+    check=_quantity_check,
+    phrase=lambda ctx, q, obj: (
+      f"change the quantity of {q['lines'][0]['name']} on draft {_named(q)} to {obj}"
+    ),
+    text=lambda ctx, q, v: f"Quote {q['number']} is for {v.label} x {q['lines'][0]['name']}.",
+    aggregates=aggregates,
+    single=not aggregates,
   )
 
 
@@ -292,23 +288,21 @@ def _approve(ctx: AuthorContext, q: dict, value: Value) -> None:
   ctx.call(S, "approve_quote", quote_id=q["id"], approver=email)
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "person.email",
-    "record_approval",
-    prepare=_approval_target,
-    act=_approve,
-    check=lambda ctx, q, v: all_of(
-      record_is(S, "quotes", q["id"], "status", "approved"),
-      record_is(S, "quotes", q["id"], "approved_by", str(v.value).lower()),
-    ),
-    phrase=lambda ctx, q, obj: (
-      f"mark the discount on {_named(q)}, which is waiting for approval, as approved by {obj}"
-    ),
-    text=lambda ctx, q, v: f"Quote {q['number']} is approved by {v.label}.",
-    single=True,
-  )
+facets.sink(
+  S,
+  "person.email",
+  "record_approval",
+  prepare=_approval_target,
+  act=_approve,
+  check=lambda ctx, q, v: all_of(
+    record_is(S, "quotes", q["id"], "status", "approved"),
+    record_is(S, "quotes", q["id"], "approved_by", str(v.value).lower()),
+  ),
+  phrase=lambda ctx, q, obj: (
+    f"mark the discount on {_named(q)}, which is waiting for approval, as approved by {obj}"
+  ),
+  text=lambda ctx, q, v: f"Quote {q['number']} is approved by {v.label}.",
+  single=True,
 )
 
 
@@ -324,21 +318,19 @@ def _send_to(ctx: AuthorContext, q: dict, value: Value) -> None:
   ctx.call(S, "send_quote", quote_id=q["id"])
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "person.email",
-    "send_quote_to",
-    prepare=_send_target,
-    act=_send_to,
-    check=lambda ctx, q, v: all_of(
-      record_is(S, "quotes", q["id"], "contact_email", str(v.value).lower()),
-      record_is(S, "quotes", q["id"], "status", "sent"),
-    ),
-    phrase=lambda ctx, q, obj: f"make {obj} the contact on draft {_named(q)} and send it",
-    text=lambda ctx, q, v: f"Quote {q['number']} was sent with {v.label} as its contact.",
-    single=True,
-  )
+facets.sink(
+  S,
+  "person.email",
+  "send_quote_to",
+  prepare=_send_target,
+  act=_send_to,
+  check=lambda ctx, q, v: all_of(
+    record_is(S, "quotes", q["id"], "contact_email", str(v.value).lower()),
+    record_is(S, "quotes", q["id"], "status", "sent"),
+  ),
+  phrase=lambda ctx, q, obj: f"make {obj} the contact on draft {_named(q)} and send it",
+  text=lambda ctx, q, v: f"Quote {q['number']} was sent with {v.label} as its contact.",
+  single=True,
 )
 
 
@@ -349,18 +341,16 @@ def _extend(ctx: AuthorContext, q: dict, value: Value) -> None:
   ctx.call(S, "update_quote", quote_id=q["id"], valid_until=day.isoformat())
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "date",
-    "set_quote_validity",
-    prepare=_scenario_quote,
-    act=_extend,
-    check=lambda ctx, q, v: record_is(S, "quotes", q["id"], "valid_until", str(v.value)),
-    phrase=lambda ctx, q, obj: f"make draft {_named(q)} valid until {obj}",
-    text=lambda ctx, q, v: f"Quote {q['number']} is valid until {v.label}.",
-    single=True,
-  )
+facets.sink(
+  S,
+  "date",
+  "set_quote_validity",
+  prepare=_scenario_quote,
+  act=_extend,
+  check=lambda ctx, q, v: record_is(S, "quotes", q["id"], "valid_until", str(v.value)),
+  phrase=lambda ctx, q, obj: f"make draft {_named(q)} valid until {obj}",
+  text=lambda ctx, q, v: f"Quote {q['number']} is valid until {v.label}.",
+  single=True,
 )
 
 
@@ -388,25 +378,17 @@ def _total_second(ctx: AuthorContext, q: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="sku",
-    kind_in="quantity",
-    kind_after="money",
-    name="requote_quantity",
-    first=_product_first,
-    change=Sink(
-      S,
-      "quantity",
-      "requote_quantity",
-      prepare=lambda ctx: None,
-      act=_set_quantity,
-      check=_quantity_check,
-      phrase=lambda ctx, q, obj: f"change the quantity on draft {_named(q)} to {obj}",
-      text=lambda ctx, q, v: f"Quote {q['number']} is for {v.label} units.",
-      single=True,
-    ),
-    second=_total_second,
-  )
+facets.revisit(
+  S,
+  kind="sku",
+  kind_in="quantity",
+  kind_after="money",
+  name="requote_quantity",
+  first=_product_first,
+  second=_total_second,
+  act=_set_quantity,
+  check=_quantity_check,
+  phrase=lambda ctx, q, obj: f"change the quantity on draft {_named(q)} to {obj}",
+  text=lambda ctx, q, v: f"Quote {q['number']} is for {v.label} units.",
+  single=True,
 )

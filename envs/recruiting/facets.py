@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import (
   amount_of,
@@ -298,27 +298,25 @@ def _schedule_screen(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "datetime",
+  "schedule_phone_screen",
+  prepare=_screen_target,
+  act=_schedule_screen,
+  check=lambda ctx, t, v: exists(
     S,
-    "datetime",
-    "schedule_phone_screen",
-    prepare=_screen_target,
-    act=_schedule_screen,
-    check=lambda ctx, t, v: exists(
-      S,
-      "interviews",
-      where("application_id", t["app"]),
-      where("title", "Phone screen"),
-      where("scheduled_at", str(v.value)[:16], "startswith"),
-      where("status", "scheduled"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"schedule a 30-minute phone screen with {t['name']}, our candidate for the "
-      f"{t['title']} role, at {obj}, with {t['hm_label']} as the interviewer"
-    ),
-    text=lambda ctx, t, v: f"{t['name']} has a phone screen at {v.label}.",
-  )
+    "interviews",
+    where("application_id", t["app"]),
+    where("title", "Phone screen"),
+    where("scheduled_at", str(v.value)[:16], "startswith"),
+    where("status", "scheduled"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"schedule a 30-minute phone screen with {t['name']}, our candidate for the "
+    f"{t['title']} role, at {obj}, with {t['hm_label']} as the interviewer"
+  ),
+  text=lambda ctx, t, v: f"{t['name']} has a phone screen at {v.label}.",
 )
 
 
@@ -343,27 +341,25 @@ def _add_interviewer(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "person.email",
+  "schedule_team_interview",
+  prepare=_panel_target,
+  act=_add_interviewer,
+  check=lambda ctx, t, v: exists(
     S,
-    "person.email",
-    "schedule_team_interview",
-    prepare=_panel_target,
-    act=_add_interviewer,
-    check=lambda ctx, t, v: exists(
-      S,
-      "interviews",
-      where("application_id", t["app"]),
-      where("interviewers", str(v.value).lower(), "icontains"),
-      where("scheduled_at", t["at"]),
-      where("status", "scheduled"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"schedule a one-hour team interview for {t['name']}, our candidate for the "
-      f"{t['title']} role, at {time_label(t['at'])} with {obj} as the interviewer"
-    ),
-    text=lambda ctx, t, v: f"{v.label} interviews {t['name']} at {t['at']}.",
-  )
+    "interviews",
+    where("application_id", t["app"]),
+    where("interviewers", str(v.value).lower(), "icontains"),
+    where("scheduled_at", t["at"]),
+    where("status", "scheduled"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"schedule a one-hour team interview for {t['name']}, our candidate for the "
+    f"{t['title']} role, at {time_label(t['at'])} with {obj} as the interviewer"
+  ),
+  text=lambda ctx, t, v: f"{v.label} interviews {t['name']} at {t['at']}.",
 )
 
 
@@ -392,29 +388,27 @@ def _offer_start(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "date",
+  "offer_start_date",
+  prepare=_offer_target,
+  act=_offer_start,
+  check=lambda ctx, t, v: exists(
     S,
-    "date",
-    "offer_start_date",
-    prepare=_offer_target,
-    act=_offer_start,
-    check=lambda ctx, t, v: exists(
-      S,
-      "offers",
-      where("application_id", t["app"]),
-      where("start_date", str(v.value)),
-      where("salary", t["salary"]),
-      where("status", "extended"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"extend {t['name']} an offer for the {t['title']} role at "
-      f"{money_label(t['salary'], world(ctx.env.seed).currency)} a year, with {obj} as the start "
-      "date"
-    ),
-    text=lambda ctx, t, v: f"{t['name']} has an offer starting {v.label}.",
-    single=True,
-  )
+    "offers",
+    where("application_id", t["app"]),
+    where("start_date", str(v.value)),
+    where("salary", t["salary"]),
+    where("status", "extended"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"extend {t['name']} an offer for the {t['title']} role at "
+    f"{money_label(t['salary'], world(ctx.env.seed).currency)} a year, with {obj} as the start "
+    "date"
+  ),
+  text=lambda ctx, t, v: f"{t['name']} has an offer starting {v.label}.",
+  single=True,
 )
 
 
@@ -427,23 +421,21 @@ def _reject(ctx: AuthorContext, t: dict, v: Value) -> None:
   ctx.call(S, "reject_application", application_id=t["app"], reason=str(v.value))
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "text",
-    "reject_with_reason",
-    prepare=_reject_target,
-    act=_reject,
-    check=lambda ctx, t, v: all_of(
-      record_is(S, "applications", t["app"], "stage", "rejected"),
-      record_is(S, "applications", t["app"], "rejection_reason", str(v.value), "icontains"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"reject {t['name']}'s application for the {t['title']} role, giving {obj} as the reason"
-    ),
-    text=lambda ctx, t, v: f"{t['name']} is rejected with the reason {v.label!r}.",
-    single=True,
-  )
+facets.sink(
+  S,
+  "text",
+  "reject_with_reason",
+  prepare=_reject_target,
+  act=_reject,
+  check=lambda ctx, t, v: all_of(
+    record_is(S, "applications", t["app"], "stage", "rejected"),
+    record_is(S, "applications", t["app"], "rejection_reason", str(v.value), "icontains"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"reject {t['name']}'s application for the {t['title']} role, giving {obj} as the reason"
+  ),
+  text=lambda ctx, t, v: f"{t['name']} is rejected with the reason {v.label!r}.",
+  single=True,
 )
 
 
@@ -513,28 +505,20 @@ def _offer_second(ctx: AuthorContext, t: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="money",
-    kind_in="money",
-    kind_after="money",
-    name="counter_offer",
-    first=_offer_first,
-    change=Sink(
-      S,
-      "money",
-      "counter_offer",
-      prepare=lambda ctx: None,
-      act=_counter,
-      check=_counter_check,
-      phrase=lambda ctx, t, obj: (
-        f"record that {t['first']} declined that offer and extend a new one with the yearly "
-        f"salary raised by {obj}, keeping the same start date"
-      ),
-      text=lambda ctx, t, v: f"{t['name']} has a new offer raised by {v.label}.",
-      single=True,
-    ),
-    second=_offer_second,
-  )
+facets.revisit(
+  S,
+  kind="money",
+  kind_in="money",
+  kind_after="money",
+  name="counter_offer",
+  first=_offer_first,
+  second=_offer_second,
+  act=_counter,
+  check=_counter_check,
+  phrase=lambda ctx, t, obj: (
+    f"record that {t['first']} declined that offer and extend a new one with the yearly "
+    f"salary raised by {obj}, keeping the same start date"
+  ),
+  text=lambda ctx, t, v: f"{t['name']} has a new offer raised by {v.label}.",
+  single=True,
 )

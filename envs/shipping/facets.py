@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import colleague, day_of, fresh_number, iso, s0_now, today
 from envs._world import CITIES, world
@@ -276,29 +276,27 @@ def _ship_to_place(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "location",
+  "ship_to_address",
+  prepare=_label_to_place,
+  act=_ship_to_place,
+  check=lambda ctx, t, v: exists(
     S,
-    "location",
-    "ship_to_address",
-    prepare=_label_to_place,
-    act=_ship_to_place,
-    check=lambda ctx, t, v: exists(
-      S,
-      "shipments",
-      where("order_reference", t["ref"]),
-      where("recipient_name", t["name"]),
-      where("address", _place(v)["address"]),
-      where("city", _place(v)["city"]),
-      where("carrier", t["carrier"]),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"buy a {t['carrier']} ground label for order {t['ref']}: a {t['weight']} kg "
-      f"parcel to {t['name']} at {obj}"
-    ),
-    text=lambda ctx, t, v: f"A {t['carrier']} label for {t['ref']} ships to {v.label}.",
-  )
+    "shipments",
+    where("order_reference", t["ref"]),
+    where("recipient_name", t["name"]),
+    where("address", _place(v)["address"]),
+    where("city", _place(v)["city"]),
+    where("carrier", t["carrier"]),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"buy a {t['carrier']} ground label for order {t['ref']}: a {t['weight']} kg "
+    f"parcel to {t['name']} at {obj}"
+  ),
+  text=lambda ctx, t, v: f"A {t['carrier']} label for {t['ref']} ships to {v.label}.",
 )
 
 
@@ -323,28 +321,26 @@ def _label_to_person(ctx: AuthorContext) -> dict:
   return {**_label_target(ctx), **place}
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "person.name",
+  "ship_to_person",
+  prepare=_label_to_person,
+  act=_ship_to_person,
+  check=lambda ctx, t, v: exists(
     S,
-    "person.name",
-    "ship_to_person",
-    prepare=_label_to_person,
-    act=_ship_to_person,
-    check=lambda ctx, t, v: exists(
-      S,
-      "shipments",
-      where("order_reference", t["ref"]),
-      where("recipient_name", str(v.value).strip()),
-      where("address", t["address"]),
-      where("carrier", t["carrier"]),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"buy a {t['carrier']} ground label for order {t['ref']}: a {t['weight']} kg "
-      f"parcel to {obj} at {t['address']}, {t['city']}, {t['country']}"
-    ),
-    text=lambda ctx, t, v: f"A {t['carrier']} label for {t['ref']} is addressed to {v.label}.",
-  )
+    "shipments",
+    where("order_reference", t["ref"]),
+    where("recipient_name", str(v.value).strip()),
+    where("address", t["address"]),
+    where("carrier", t["carrier"]),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"buy a {t['carrier']} ground label for order {t['ref']}: a {t['weight']} kg "
+    f"parcel to {obj} at {t['address']}, {t['city']}, {t['country']}"
+  ),
+  text=lambda ctx, t, v: f"A {t['carrier']} label for {t['ref']} is addressed to {v.label}.",
 )
 
 
@@ -363,31 +359,29 @@ def _book_pickup(ctx: AuthorContext, t: dict, v: Value) -> None:
   ctx.call(S, "schedule_pickup", carrier=t["carrier"], date=v.value, shipment_ids=t["ids"])
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "date",
+  "book_pickup",
+  prepare=_pickup_target,
+  act=_book_pickup,
+  check=lambda ctx, t, v: exists(
     S,
-    "date",
-    "book_pickup",
-    prepare=_pickup_target,
-    act=_book_pickup,
-    check=lambda ctx, t, v: exists(
-      S,
-      "pickups",
-      where("carrier", t["carrier"]),
-      where("date", v.value),
-      where("shipment_ids", t["ids"][0], "contains"),
-      where("shipment_ids", t["ids"][1], "contains"),
-      where("status", "scheduled"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"book a {t['carrier']} pickup on {obj} for the parcels of orders {t['refs'][0]} and "
-      f"{t['refs'][1]}"
-    ),
-    text=lambda ctx, t, v: (
-      f"A {t['carrier']} pickup on {v.label} collects the parcels of {' and '.join(t['refs'])}."
-    ),
-    single=True,
-  )
+    "pickups",
+    where("carrier", t["carrier"]),
+    where("date", v.value),
+    where("shipment_ids", t["ids"][0], "contains"),
+    where("shipment_ids", t["ids"][1], "contains"),
+    where("status", "scheduled"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"book a {t['carrier']} pickup on {obj} for the parcels of orders {t['refs'][0]} and "
+    f"{t['refs'][1]}"
+  ),
+  text=lambda ctx, t, v: (
+    f"A {t['carrier']} pickup on {v.label} collects the parcels of {' and '.join(t['refs'])}."
+  ),
+  single=True,
 )
 
 
@@ -438,31 +432,23 @@ def _new_tracking(ctx: AuthorContext, parcel: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="location",
-    kind_in="location",
-    kind_after="tracking.number",
-    name="relabel_to_new_address",
-    first=_address_of,
-    change=Sink(
-      S,
-      "location",
-      "relabel",
-      prepare=lambda ctx: None,
-      act=_relabel,
-      check=_relabel_check,
-      phrase=lambda ctx, p, obj: (
-        f"void the label of the parcel for order {p['order_reference']} and buy a new one with "
-        f"the same carrier, service, recipient and weight, shipping it to {obj} instead"
-      ),
-      text=lambda ctx, p, v: (
-        f"The parcel for {p['order_reference']} was relabelled to {v.label} and the old label "
-        "voided."
-      ),
-      single=True,
-    ),
-    second=_new_tracking,
-  )
+facets.revisit(
+  S,
+  kind="location",
+  kind_in="location",
+  kind_after="tracking.number",
+  name="relabel_to_new_address",
+  first=_address_of,
+  second=_new_tracking,
+  change="relabel",
+  act=_relabel,
+  check=_relabel_check,
+  phrase=lambda ctx, p, obj: (
+    f"void the label of the parcel for order {p['order_reference']} and buy a new one with "
+    f"the same carrier, service, recipient and weight, shipping it to {obj} instead"
+  ),
+  text=lambda ctx, p, v: (
+    f"The parcel for {p['order_reference']} was relabelled to {v.label} and the old label voided."
+  ),
+  single=True,
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from compoworld.tasks.authoring import AuthorContext
-from compoworld.tasks.facets import Found, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
 from envs._facets_common import colleague, iso, topic, user_email
 from envs._world import world
@@ -82,29 +82,27 @@ def _mail_target(ctx: AuthorContext) -> dict:
   return {"subject": f"{topic(ctx)}: next steps"}
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "person.email",
+  "email_person",
+  prepare=_mail_target,
+  act=lambda ctx, t, v: ctx.call(
     S,
-    "person.email",
-    "email_person",
-    prepare=_mail_target,
-    act=lambda ctx, t, v: ctx.call(
-      S,
-      "send_message",
-      to=[v.value],
-      subject=t["subject"],
-      body="Hi, sharing the next steps as discussed. Let me know if anything is unclear.",
-    ),
-    check=lambda ctx, t, v: exists(
-      S,
-      "messages",
-      where("folder", "sent"),
-      where("to", v.value, "icontains"),
-      where("subject", t["subject"]),
-    ),
-    phrase=lambda ctx, t, obj: f'email {obj} with the subject "{t["subject"]}"',
-    text=lambda ctx, t, v: f'{v.label} got an email titled "{t["subject"]}".',
-  )
+    "send_message",
+    to=[v.value],
+    subject=t["subject"],
+    body="Hi, sharing the next steps as discussed. Let me know if anything is unclear.",
+  ),
+  check=lambda ctx, t, v: exists(
+    S,
+    "messages",
+    where("folder", "sent"),
+    where("to", v.value, "icontains"),
+    where("subject", t["subject"]),
+  ),
+  phrase=lambda ctx, t, obj: f'email {obj} with the subject "{t["subject"]}"',
+  text=lambda ctx, t, v: f'{v.label} got an email titled "{t["subject"]}".',
 )
 
 
@@ -113,25 +111,23 @@ def _link_target(ctx: AuthorContext) -> dict:
   return {"name": who.name, "email": who.email, "subject": f"Link for {topic(ctx)}"}
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "url",
+  "email_link",
+  prepare=_link_target,
+  act=lambda ctx, t, v: ctx.call(
+    S, "send_message", to=[t["email"]], subject=t["subject"], body=f"Here is the link: {v.value}"
+  ),
+  check=lambda ctx, t, v: exists(
     S,
-    "url",
-    "email_link",
-    prepare=_link_target,
-    act=lambda ctx, t, v: ctx.call(
-      S, "send_message", to=[t["email"]], subject=t["subject"], body=f"Here is the link: {v.value}"
-    ),
-    check=lambda ctx, t, v: exists(
-      S,
-      "messages",
-      where("folder", "sent"),
-      where("to", t["email"], "icontains"),
-      where("body", v.value, "icontains"),
-    ),
-    phrase=lambda ctx, t, obj: f"email {obj} to {t['name']} ({t['email']})",
-    text=lambda ctx, t, v: f"{t['name']} received an email containing {v.label}.",
-  )
+    "messages",
+    where("folder", "sent"),
+    where("to", t["email"], "icontains"),
+    where("body", v.value, "icontains"),
+  ),
+  phrase=lambda ctx, t, obj: f"email {obj} to {t['name']} ({t['email']})",
+  text=lambda ctx, t, v: f"{t['name']} received an email containing {v.label}.",
 )
 
 
@@ -151,41 +147,37 @@ def _invite(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "datetime",
+  "invite_at_time",
+  prepare=_invite_target,
+  act=_invite,
+  check=lambda ctx, t, v: exists(
     S,
-    "datetime",
-    "invite_at_time",
-    prepare=_invite_target,
-    act=_invite,
-    check=lambda ctx, t, v: exists(
-      S,
-      "invitations",
-      where("subject", t["subject"]),
-      where("start", v.value),
-      where("invitees", t["who"].email, "icontains"),
-      where("status", "sent"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f'send {t["who"].name} ({t["who"].email}) a 30-minute "{t["subject"]}" invitation '
-      f"starting at {obj}"
-    ),
-    text=lambda ctx, t, v: f'"{t["subject"]}" invitation for {v.label} sent to {t["who"].name}.',
-  )
+    "invitations",
+    where("subject", t["subject"]),
+    where("start", v.value),
+    where("invitees", t["who"].email, "icontains"),
+    where("status", "sent"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f'send {t["who"].name} ({t["who"].email}) a 30-minute "{t["subject"]}" invitation '
+    f"starting at {obj}"
+  ),
+  text=lambda ctx, t, v: f'"{t["subject"]}" invitation for {v.label} sent to {t["who"].name}.',
 )
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "text",
-    "save_note",
-    prepare=lambda ctx: {"title": f"{topic(ctx)} notes"},
-    act=lambda ctx, t, v: ctx.call(S, "create_document", title=t["title"], content=str(v.value)),
-    check=lambda ctx, t, v: exists(
-      S, "documents", where("title", t["title"]), where("content", str(v.value), "icontains")
-    ),
-    phrase=lambda ctx, t, obj: f'save {obj} in a new document called "{t["title"]}"',
-    text=lambda ctx, t, v: f'The document "{t["title"]}" holds {v.label}.',
-  )
+facets.sink(
+  S,
+  "text",
+  "save_note",
+  prepare=lambda ctx: {"title": f"{topic(ctx)} notes"},
+  act=lambda ctx, t, v: ctx.call(S, "create_document", title=t["title"], content=str(v.value)),
+  check=lambda ctx, t, v: exists(
+    S, "documents", where("title", t["title"]), where("content", str(v.value), "icontains")
+  ),
+  phrase=lambda ctx, t, obj: f'save {obj} in a new document called "{t["title"]}"',
+  text=lambda ctx, t, v: f'The document "{t["title"]}" holds {v.label}.',
 )

@@ -8,7 +8,7 @@ import re
 from datetime import datetime, timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import colleague, employee, future_time, iso, time_label, topic
 from envs._world import world
@@ -197,19 +197,15 @@ def _new_post_check(ctx: AuthorContext, profile: dict, value: Value) -> dict:
   )
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "text",
-    "draft_post_text",
-    prepare=_text_target,
-    act=lambda ctx, p, v: _draft(ctx, p, str(v.value)),
-    check=_new_post_check,
-    phrase=lambda ctx, p, obj: (
-      f"turn {obj} into a draft post on our {p['net']} page, word for word"
-    ),
-    text=lambda ctx, p, v: f"A draft {p['net']} post says {v.label}.",
-  )
+facets.sink(
+  S,
+  "text",
+  "draft_post_text",
+  prepare=_text_target,
+  act=lambda ctx, p, v: _draft(ctx, p, str(v.value)),
+  check=_new_post_check,
+  phrase=lambda ctx, p, obj: f"turn {obj} into a draft post on our {p['net']} page, word for word",
+  text=lambda ctx, p, v: f"A draft {p['net']} post says {v.label}.",
 )
 
 
@@ -217,19 +213,17 @@ def _link_target(ctx: AuthorContext) -> dict:
   return {**_text_target(ctx), "about": topic(ctx)}
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "url",
-    "draft_post_link",
-    prepare=_link_target,
-    act=lambda ctx, p, v: _draft(ctx, p, f"More on {p['about']}: {v.value}"),
-    check=_new_post_check,
-    phrase=lambda ctx, p, obj: (
-      f"draft a post on our {p['net']} page about {p['about']} sharing {obj}"
-    ),
-    text=lambda ctx, p, v: f"A draft {p['net']} post about {p['about']} links {v.label}.",
-  )
+facets.sink(
+  S,
+  "url",
+  "draft_post_link",
+  prepare=_link_target,
+  act=lambda ctx, p, v: _draft(ctx, p, f"More on {p['about']}: {v.value}"),
+  check=_new_post_check,
+  phrase=lambda ctx, p, obj: (
+    f"draft a post on our {p['net']} page about {p['about']} sharing {obj}"
+  ),
+  text=lambda ctx, p, v: f"A draft {p['net']} post about {p['about']} links {v.label}.",
 )
 
 
@@ -254,18 +248,16 @@ def _scheduled_check(ctx: AuthorContext, post: dict, value: Value) -> dict:
   )
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "datetime",
-    "schedule_post",
-    prepare=_draft_to_schedule,
-    act=_schedule,
-    check=_scheduled_check,
-    phrase=lambda ctx, p, obj: f"schedule our draft {p['net']} post about {p['about']} for {obj}",
-    text=lambda ctx, p, v: f"The {p['net']} post about {p['about']} is scheduled for {v.label}.",
-    single=True,
-  )
+facets.sink(
+  S,
+  "datetime",
+  "schedule_post",
+  prepare=_draft_to_schedule,
+  act=_schedule,
+  check=_scheduled_check,
+  phrase=lambda ctx, p, obj: f"schedule our draft {p['net']} post about {p['about']} for {obj}",
+  text=lambda ctx, p, v: f"The {p['net']} post about {p['about']} is scheduled for {v.label}.",
+  single=True,
 )
 
 
@@ -281,20 +273,18 @@ def _attach(ctx: AuthorContext, post: dict, value: Value) -> None:
   ctx.call(S, "update_post", post_id=post["id"], media_urls=[link])
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "url",
-    "attach_image",
-    prepare=_draft_without_image,
-    act=_attach,
-    check=lambda ctx, p, v: record_is(S, "posts", p["id"], "media_urls", str(v.value), "contains"),
-    phrase=lambda ctx, p, obj: (
-      f"attach {obj} as the image of our draft {p['net']} post about {p['about']}"
-    ),
-    text=lambda ctx, p, v: f"The {p['net']} post about {p['about']} shows {v.label}.",
-    single=True,
-  )
+facets.sink(
+  S,
+  "url",
+  "attach_image",
+  prepare=_draft_without_image,
+  act=_attach,
+  check=lambda ctx, p, v: record_is(S, "posts", p["id"], "media_urls", str(v.value), "contains"),
+  phrase=lambda ctx, p, obj: (
+    f"attach {obj} as the image of our draft {p['net']} post about {p['about']}"
+  ),
+  text=lambda ctx, p, v: f"The {p['net']} post about {p['about']} shows {v.label}.",
+  single=True,
 )
 
 
@@ -326,25 +316,17 @@ def _time_second(ctx: AuthorContext, post: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="datetime",
-    kind_in="datetime",
-    kind_after="datetime",
-    name="reschedule_post",
-    first=_time_first,
-    change=Sink(
-      S,
-      "datetime",
-      "reschedule_post",
-      prepare=lambda ctx: None,
-      act=_schedule,
-      check=_scheduled_check,
-      phrase=lambda ctx, p, obj: f"move our {p['net']} post about {p['about']} to {obj}",
-      text=lambda ctx, p, v: f"The {p['net']} post about {p['about']} goes out at {v.label}.",
-      single=True,
-    ),
-    second=_time_second,
-  )
+facets.revisit(
+  S,
+  kind="datetime",
+  kind_in="datetime",
+  kind_after="datetime",
+  name="reschedule_post",
+  first=_time_first,
+  second=_time_second,
+  act=_schedule,
+  check=_scheduled_check,
+  phrase=lambda ctx, p, obj: f"move our {p['net']} post about {p['about']} to {obj}",
+  text=lambda ctx, p, v: f"The {p['net']} post about {p['about']} goes out at {v.label}.",
+  single=True,
 )

@@ -8,7 +8,7 @@ import math
 from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import amount_is, iso, money, s0_now
 from envs._world import FIRST, LAST, STREETS, world
@@ -282,20 +282,18 @@ def _refund_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
 
 
 for aggregates in (False, True):
-  facets.add_sink(
-    Sink(
-      S,
-      "money",
-      "refund_total" if aggregates else "refund_amount",
-      prepare=_refund_target,
-      act=_refund,
-      check=_refund_check,
-      phrase=lambda ctx, t, obj: (
-        f'refund {obj} on order {t["ref"]}, giving "{t["reason"]}" as the reason'
-      ),
-      text=lambda ctx, t, v: f"{v.label} was refunded on order {t['ref']}.",
-      aggregates=aggregates,
-    )
+  facets.sink(
+    S,
+    "money",
+    "refund_total" if aggregates else "refund_amount",
+    prepare=_refund_target,
+    act=_refund,
+    check=_refund_check,
+    phrase=lambda ctx, t, obj: (
+      f'refund {obj} on order {t["ref"]}, giving "{t["reason"]}" as the reason'
+    ),
+    text=lambda ctx, t, v: f"{v.label} was refunded on order {t['ref']}.",
+    aggregates=aggregates,
   )
 
 
@@ -317,26 +315,24 @@ def _order_sku(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "sku",
+  "order_for_customer",
+  prepare=_buyer_target,
+  act=_order_sku,
+  check=lambda ctx, t, v: exists(
     S,
-    "sku",
-    "order_for_customer",
-    prepare=_buyer_target,
-    act=_order_sku,
-    check=lambda ctx, t, v: exists(
-      S,
-      "orders",
-      where("customer_id", t["customer"]["id"]),
-      where("lines.id", v.value, "contains"),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"place an order for {t['qty']} units of {obj} for our customer {t['customer']['name']} "
-      f"({t['customer']['email']})"
-    ),
-    text=lambda ctx, t, v: f"{t['customer']['name']} has a new order for {v.label}.",
-  )
+    "orders",
+    where("customer_id", t["customer"]["id"]),
+    where("lines.id", v.value, "contains"),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"place an order for {t['qty']} units of {obj} for our customer {t['customer']['name']} "
+    f"({t['customer']['email']})"
+  ),
+  text=lambda ctx, t, v: f"{t['customer']['name']} has a new order for {v.label}.",
 )
 
 
@@ -349,23 +345,19 @@ def _fulfil(ctx: AuthorContext, t: dict, v: Value) -> None:
   ctx.call(S, "fulfill_order", order=t["ref"], tracking_number=v.value)
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "tracking.number",
-    "fulfil_with_tracking",
-    prepare=_fulfil_target,
-    act=_fulfil,
-    check=lambda ctx, t, v: all_of(
-      record_is(S, "orders", t["id"], "status", "fulfilled"),
-      record_is(S, "orders", t["id"], "tracking_number", str(v.value).strip()),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"mark order {t['ref']} as shipped with {obj} as its tracking number"
-    ),
-    text=lambda ctx, t, v: f"Order {t['ref']} is fulfilled with tracking number {v.label}.",
-    single=True,
-  )
+facets.sink(
+  S,
+  "tracking.number",
+  "fulfil_with_tracking",
+  prepare=_fulfil_target,
+  act=_fulfil,
+  check=lambda ctx, t, v: all_of(
+    record_is(S, "orders", t["id"], "status", "fulfilled"),
+    record_is(S, "orders", t["id"], "tracking_number", str(v.value).strip()),
+  ),
+  phrase=lambda ctx, t, obj: f"mark order {t['ref']} as shipped with {obj} as its tracking number",
+  text=lambda ctx, t, v: f"Order {t['ref']} is fulfilled with tracking number {v.label}.",
+  single=True,
 )
 
 
@@ -406,26 +398,19 @@ def _spent_second(ctx: AuthorContext, t: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="money",
-    kind_in="money",
-    kind_after="money",
-    name="spent_after_refund",
-    first=_spent_first,
-    change=Sink(
-      S,
-      "money",
-      "refund_customer",
-      prepare=lambda ctx: None,
-      act=_refund,
-      check=_refund_check,
-      phrase=lambda ctx, t, obj: (
-        f'refund {obj} on their order {t["ref"]}, giving "{t["reason"]}" as the reason'
-      ),
-      text=lambda ctx, t, v: f"{v.label} was refunded on order {t['ref']}.",
-    ),
-    second=_spent_second,
-  )
+facets.revisit(
+  S,
+  kind="money",
+  kind_in="money",
+  kind_after="money",
+  name="spent_after_refund",
+  first=_spent_first,
+  second=_spent_second,
+  change="refund_customer",
+  act=_refund,
+  check=_refund_check,
+  phrase=lambda ctx, t, obj: (
+    f'refund {obj} on their order {t["ref"]}, giving "{t["reason"]}" as the reason'
+  ),
+  text=lambda ctx, t, v: f"{v.label} was refunded on order {t['ref']}.",
 )

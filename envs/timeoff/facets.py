@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import day_label, day_of, in_use, iso, today, user_email
 from envs.timeoff.service import NOTES, Employee, _business_days, _overlapping
@@ -234,28 +234,26 @@ def _end_of_week(v: Value) -> str:
     return ""
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "date",
+  "request_week_off",
+  prepare=_week_target,
+  act=_book_week,
+  check=lambda ctx, t, v: exists(
     S,
-    "date",
-    "request_week_off",
-    prepare=_week_target,
-    act=_book_week,
-    check=lambda ctx, t, v: exists(
-      S,
-      "requests",
-      where("employee_id", t["id"]),
-      where("policy_id", "vacation"),
-      where("start_date", str(v.value)),
-      where("end_date", _end_of_week(v)),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"put in a vacation request for {t['who']} covering the five days that start on {obj}"
-    ),
-    text=lambda ctx, t, v: f"{t['who']} has a vacation request starting {v.label}.",
-    single=True,
-  )
+    "requests",
+    where("employee_id", t["id"]),
+    where("policy_id", "vacation"),
+    where("start_date", str(v.value)),
+    where("end_date", _end_of_week(v)),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"put in a vacation request for {t['who']} covering the five days that start on {obj}"
+  ),
+  text=lambda ctx, t, v: f"{t['who']} has a vacation request starting {v.label}.",
+  single=True,
 )
 
 
@@ -278,30 +276,28 @@ def _personal_day(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
-facets.add_sink(
-  Sink(
+facets.sink(
+  S,
+  "employee.id",
+  "request_personal_day",
+  prepare=lambda ctx: {
+    "day": _workday(ctx, 4, 20).isoformat(),
+    "note": ctx.choice(("Team volunteering day", "Moving house", "Family event")),
+  },
+  act=_personal_day,
+  check=lambda ctx, t, v: exists(
     S,
-    "employee.id",
-    "request_personal_day",
-    prepare=lambda ctx: {
-      "day": _workday(ctx, 4, 20).isoformat(),
-      "note": ctx.choice(("Team volunteering day", "Moving house", "Family event")),
-    },
-    act=_personal_day,
-    check=lambda ctx, t, v: exists(
-      S,
-      "requests",
-      where("employee_id", str(v.value)),
-      where("policy_id", "personal"),
-      where("start_date", t["day"]),
-      where("created_at", ctx.since(S), "ge"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"request a personal day for {'that employee' if obj == 'it' else obj} on "
-      f'{day_label(t["day"])} with the note "{t["note"]}"'
-    ),
-    text=lambda ctx, t, v: f"Employee {v.label} has a personal day requested for {t['day']}.",
-  )
+    "requests",
+    where("employee_id", str(v.value)),
+    where("policy_id", "personal"),
+    where("start_date", t["day"]),
+    where("created_at", ctx.since(S), "ge"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"request a personal day for {'that employee' if obj == 'it' else obj} on "
+    f'{day_label(t["day"])} with the note "{t["note"]}"'
+  ),
+  text=lambda ctx, t, v: f"Employee {v.label} has a personal day requested for {t['day']}.",
 )
 
 
@@ -314,24 +310,22 @@ def _deny(ctx: AuthorContext, t: dict, v: Value) -> None:
   ctx.call(S, "deny_request", request_id=t["id"], note=str(v.value))
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "text",
-    "deny_with_reason",
-    prepare=_deny_target,
-    act=_deny,
-    check=lambda ctx, t, v: all_of(
-      record_is(S, "requests", t["id"], "status", "denied"),
-      record_is(S, "requests", t["id"], "decision_note", str(v.value), "icontains"),
-    ),
-    phrase=lambda ctx, t, obj: (
-      f"deny the vacation request {t['who']} made for {day_label(t['start'])} to "
-      f"{day_label(t['end'])}, giving {obj} as the reason"
-    ),
-    text=lambda ctx, t, v: f"{t['who']}'s vacation request is denied with the note {v.label!r}.",
-    single=True,
-  )
+facets.sink(
+  S,
+  "text",
+  "deny_with_reason",
+  prepare=_deny_target,
+  act=_deny,
+  check=lambda ctx, t, v: all_of(
+    record_is(S, "requests", t["id"], "status", "denied"),
+    record_is(S, "requests", t["id"], "decision_note", str(v.value), "icontains"),
+  ),
+  phrase=lambda ctx, t, obj: (
+    f"deny the vacation request {t['who']} made for {day_label(t['start'])} to "
+    f"{day_label(t['end'])}, giving {obj} as the reason"
+  ),
+  text=lambda ctx, t, v: f"{t['who']}'s vacation request is denied with the note {v.label!r}.",
+  single=True,
 )
 
 
@@ -369,28 +363,21 @@ def _balance_second(ctx: AuthorContext, t: dict) -> Found:
   )
 
 
-facets.add_revisit(
-  Revisit(
-    S,
-    kind="date",
-    kind_in="text",
-    kind_after="number",
-    name="approve_vacation",
-    first=_vacation_first,
-    change=Sink(
-      S,
-      "text",
-      "approve_with_note",
-      prepare=lambda ctx: None,
-      act=_approve,
-      check=lambda ctx, t, v: all_of(
-        record_is(S, "requests", t["id"], "status", "approved"),
-        record_is(S, "requests", t["id"], "decision_note", str(v.value), "icontains"),
-      ),
-      phrase=lambda ctx, t, obj: f"approve that vacation request with {obj} as the note",
-      text=lambda ctx, t, v: f"{t['who']}'s vacation is approved with the note {v.label!r}.",
-      single=True,
-    ),
-    second=_balance_second,
-  )
+facets.revisit(
+  S,
+  kind="date",
+  kind_in="text",
+  kind_after="number",
+  name="approve_vacation",
+  first=_vacation_first,
+  second=_balance_second,
+  change="approve_with_note",
+  act=_approve,
+  check=lambda ctx, t, v: all_of(
+    record_is(S, "requests", t["id"], "status", "approved"),
+    record_is(S, "requests", t["id"], "decision_note", str(v.value), "icontains"),
+  ),
+  phrase=lambda ctx, t, obj: f"approve that vacation request with {obj} as the note",
+  text=lambda ctx, t, v: f"{t['who']}'s vacation is approved with the note {v.label!r}.",
+  single=True,
 )

@@ -8,7 +8,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
+from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
 from envs._facets_common import iso, topic, user_email
 from envs._world import world
@@ -319,22 +319,20 @@ def _which(obj: str, one: str) -> str:
   return one if obj in ("it", "them") else obj
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "sku",
-    "save_product_query",
-    prepare=lambda ctx: {"name": f"{topic(ctx)} orders"},
-    act=lambda ctx, t, v: _save(ctx, t, "sku", v),
-    check=lambda ctx, t, v: _saved_check(ctx, t, v, str(v.value)),
-    phrase=lambda ctx, t, obj: (
-      f"for {_which(obj, 'that SKU')}, save a warehouse query that lists every order of it "
-      f'(filter the orders table on its sku), named "{t["name"]} (<the SKU>)"'
-    ),
-    text=lambda ctx, t, v: (
-      f'The saved query "{_saved_name(t, v.value)}" selects the orders of {v.label}.'
-    ),
-  )
+facets.sink(
+  S,
+  "sku",
+  "save_product_query",
+  prepare=lambda ctx: {"name": f"{topic(ctx)} orders"},
+  act=lambda ctx, t, v: _save(ctx, t, "sku", v),
+  check=lambda ctx, t, v: _saved_check(ctx, t, v, str(v.value)),
+  phrase=lambda ctx, t, obj: (
+    f"for {_which(obj, 'that SKU')}, save a warehouse query that lists every order of it "
+    f'(filter the orders table on its sku), named "{t["name"]} (<the SKU>)"'
+  ),
+  text=lambda ctx, t, v: (
+    f'The saved query "{_saved_name(t, v.value)}" selects the orders of {v.label}.'
+  ),
 )
 
 
@@ -343,22 +341,20 @@ def _customer_needles(ctx: AuthorContext, v: Value) -> tuple[str, ...]:
   return (str(v.value),) if customer is None else (customer.name, customer.id)
 
 
-facets.add_sink(
-  Sink(
-    S,
-    "company.name",
-    "save_customer_query",
-    prepare=lambda ctx: {"name": f"{topic(ctx)} account review"},
-    act=lambda ctx, t, v: _save(ctx, t, "customer", v),
-    check=lambda ctx, t, v: _saved_check(ctx, t, v, *_customer_needles(ctx, v)),
-    phrase=lambda ctx, t, obj: (
-      f"for {_which(obj, 'that customer')}, save a warehouse query that lists every order "
-      f'from them, named "{t["name"]} (<the customer\'s name>)"'
-    ),
-    text=lambda ctx, t, v: (
-      f'The saved query "{_saved_name(t, v.value)}" selects the orders of {v.label}.'
-    ),
-  )
+facets.sink(
+  S,
+  "company.name",
+  "save_customer_query",
+  prepare=lambda ctx: {"name": f"{topic(ctx)} account review"},
+  act=lambda ctx, t, v: _save(ctx, t, "customer", v),
+  check=lambda ctx, t, v: _saved_check(ctx, t, v, *_customer_needles(ctx, v)),
+  phrase=lambda ctx, t, obj: (
+    f"for {_which(obj, 'that customer')}, save a warehouse query that lists every order "
+    f'from them, named "{t["name"]} (<the customer\'s name>)"'
+  ),
+  text=lambda ctx, t, v: (
+    f'The saved query "{_saved_name(t, v.value)}" selects the orders of {v.label}.'
+  ),
 )
 
 
@@ -422,28 +418,21 @@ for kind, column, one in (
   ("company.name", "customer", "that customer"),
   ("sku", "sku", "that SKU"),
 ):
-  facets.add_revisit(
-    Revisit(
-      S,
-      kind="url",
-      kind_in=kind,
-      kind_after="url",
-      name=f"re_export_{column}_orders",
-      first=_export_first,
-      change=Sink(
-        S,
-        kind,
-        f"export_{column}_orders",
-        prepare=lambda ctx: None,
-        act=_export(column),
-        check=_export_check(column),
-        phrase=lambda ctx, t, obj, one=one: (
-          f"export every order of {_which(obj, one)} from the warehouse's orders table to a new "
-          "CSV file"
-        ),
-        text=lambda ctx, t, v: f"A new CSV export holds every order of {v.label}.",
-        single=True,  # one export
-      ),
-      second=_export_second,
-    )
+  facets.revisit(
+    S,
+    kind="url",
+    kind_in=kind,
+    kind_after="url",
+    name=f"re_export_{column}_orders",
+    first=_export_first,
+    second=_export_second,
+    change=f"export_{column}_orders",
+    act=_export(column),
+    check=_export_check(column),
+    phrase=lambda ctx, t, obj, one=one: (
+      f"export every order of {_which(obj, one)} from the warehouse's orders table to a new "
+      "CSV file"
+    ),
+    text=lambda ctx, t, v: f"A new CSV export holds every order of {v.label}.",
+    single=True,  # one export
   )
