@@ -35,13 +35,22 @@ def text_matches(query: str | None, *fields: str | None) -> bool:
   return all(word in haystack for word in query.lower().split())
 
 
-def paginate(items: Sequence[Any], limit: int = 20, offset: int = 0) -> dict[str, Any]:
-  """A page of ``items`` with the total count and the offset of the next page (or None)."""
+def paginate(
+  items: Sequence[Any],
+  limit: int = 20,
+  offset: int = 0,
+  view: Callable[[Any], Any] | None = None,
+) -> dict[str, Any]:
+  """A page of ``items`` with the total count and the offset of the next page (or None); with
+  ``view``, the page holds ``view(item)`` for each of its items (a summary, a record without its
+  lines)."""
   if limit < 1 or limit > MAX_PAGE:
     raise InvalidArgument(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
   if offset < 0:
     raise InvalidArgument(f"offset must be >= 0, got {offset}")
   page = list(items[offset : offset + limit])
+  if view is not None:
+    page = [view(item) for item in page]
   nxt = offset + limit if offset + limit < len(items) else None
   return {"items": page, "total": len(items), "offset": offset, "next_offset": nxt}
 
@@ -95,6 +104,14 @@ def select(
   return found if key is None else sorted(found, key=key, reverse=reverse)
 
 
-def page_of(rows: Iterable[R], *, limit: int = 20, offset: int = 0, **select_args: Any) -> dict:
-  """One page of ``select(rows, **select_args)``: filtered, sorted, then paged."""
-  return paginate(select(rows, **select_args), limit, offset)
+def page_of(
+  rows: Iterable[R],
+  *,
+  limit: int = 20,
+  offset: int = 0,
+  view: Callable[[R], Any] | None = None,
+  **select_args: Any,
+) -> dict:
+  """One page of ``select(rows, **select_args)``: filtered, sorted, then paged (and each item of
+  the page shown through ``view``, as ``paginate`` does)."""
+  return paginate(select(rows, **select_args), limit, offset, view)

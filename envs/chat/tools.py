@@ -248,9 +248,7 @@ class ChatService(Service):
       key=lambda m: (m.ts, m.id),
       reverse=True,
     )
-    page = paginate(tops, limit, offset)
-    page["items"] = [self._with_replies(m) for m in page["items"]]
-    return page
+    return paginate(tops, limit, offset, view=self._with_replies)
 
   @tool(mutates=False, consumes=("message.id",), produces=("message.id", "person.handle", "text"))
   def read_thread(self, message_id: str) -> dict:

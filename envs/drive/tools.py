@@ -209,9 +209,7 @@ class DriveService(DriveData, Service):
       key=lambda f: (f.updated_at, f.id),
       reverse=True,
     )
-    page = paginate(found, limit, offset)
-    page["items"] = [self._summary(f) for f in page["items"]]
-    return page
+    return paginate(found, limit, offset, view=self._summary)
 
   @tool(
     mutates=False,

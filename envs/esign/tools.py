@@ -215,9 +215,7 @@ class EsignService(Service):
       (t for t in self.state.templates if text_matches(query, t.name, t.description)),
       key=lambda t: (t.name, t.id),
     )
-    page = paginate(found, limit, offset)
-    page["items"] = [t.model_dump(exclude={"document"}) for t in page["items"]]
-    return page
+    return paginate(found, limit, offset, view=lambda t: t.model_dump(exclude={"document"}))
 
   @tool(mutates=False, consumes=("template.id",), produces=("document.text", "person.email"))
   def get_template(self, template_id: str) -> Template:
@@ -252,7 +250,7 @@ class EsignService(Service):
     """
     if created_after and created_before and created_before <= created_after:
       raise InvalidArgument("created_before must be after created_after")
-    page = page_of(
+    return page_of(
       self.state.envelopes,
       eq={"status": status},
       ge={"created_at": created_after},
@@ -264,9 +262,8 @@ class EsignService(Service):
       reverse=True,
       limit=limit,
       offset=offset,
+      view=lambda e: e.model_dump(exclude={"document"}),
     )
-    page["items"] = [e.model_dump(exclude={"document"}) for e in page["items"]]
-    return page
 
   @tool(
     mutates=False,

@@ -224,7 +224,7 @@ class HelpdeskService(HelpdeskData, Service):
     unsolved = Counter(
       t.requester for t in self.state.tickets if t.status in ("new", "open", "pending")
     )
-    page = page_of(
+    return page_of(
       self.state.requesters,
       same={"organization": organization},
       text=query,
@@ -232,9 +232,8 @@ class HelpdeskService(HelpdeskData, Service):
       key=lambda r: (r.name, r.id),
       limit=limit,
       offset=offset,
+      view=lambda r: {**dict(r), "unsolved_tickets": unsolved[r.id]},
     )
-    page["items"] = [{**dict(r), "unsolved_tickets": unsolved[r.id]} for r in page["items"]]
-    return page
 
   @tool(mutates=False, produces=("person.email", "person.name", "employee.id", "number"))
   def list_agents(self, include_inactive: bool = False) -> list[dict]:

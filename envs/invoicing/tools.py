@@ -228,9 +228,7 @@ class InvoicingService(InvoicingData, Service):
       key=lambda i: (i.issue_date, i.reference),
       reverse=True,
     )
-    page = paginate(found, limit, offset)
-    page["items"] = [self._view(i) for i in page["items"]]
-    return page
+    return paginate(found, limit, offset, view=self._view)
 
   @tool(
     mutates=False,

@@ -262,15 +262,13 @@ class KnowledgeBaseService(Service):
     """
     if section_id is not None:
       self.state.sections.get(section_id)
-    page = page_of(
+    return page_of(
       self.state.articles,
       eq={"status": "published", "section_id": section_id},
       key=lambda a: (-a.helpful, -a.views, a.id),
       limit=limit,
       offset=offset,
-    )
-    page["items"] = [
-      {
+      view=lambda a: {
         "id": a.id,
         "title": a.title,
         "section_id": a.section_id,
@@ -278,10 +276,8 @@ class KnowledgeBaseService(Service):
         "not_helpful": a.not_helpful,
         "helpful_pct": _helpful_pct(a),
         "views": a.views,
-      }
-      for a in page["items"]
-    ]
-    return page
+      },
+    )
 
   # --- writes ------------------------------------------------------------------------------
 

@@ -187,18 +187,18 @@ class OncallService(OncallData, ServiceBase):
       (s for s in self.state.schedules if member is None or member.lower() in s.rotation),
       key=lambda s: (s.name, s.id),
     )
-    page = paginate(found, limit, offset)
-    page["items"] = [
-      {
+    return paginate(
+      found,
+      limit,
+      offset,
+      view=lambda s: {
         **s.model_dump(),
         "on_call_now": self._on_call(s, self.state.now)[0],
         "overrides": sorted(
           (o for o in self.state.overrides if o.schedule_id == s.id), key=lambda o: o.start
         ),
-      }
-      for s in page["items"]
-    ]
-    return page
+      },
+    )
 
   @tool(mutates=False, consumes=("schedule.id", "datetime"), produces=("person.email", "datetime"))
   def list_shifts(self, schedule_id: str, start: datetime, end: datetime) -> list[dict]:
@@ -305,9 +305,7 @@ class OncallService(OncallData, ServiceBase):
       key=lambda i: (i.created_at, i.number),
       reverse=True,
     )
-    page = paginate(found, limit, offset)
-    page["items"] = [self._view(i) for i in page["items"]]
-    return page
+    return paginate(found, limit, offset, view=self._view)
 
   @tool(
     mutates=False,

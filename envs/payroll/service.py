@@ -298,16 +298,15 @@ class PayrollService(Service):
       limit: page size (1-100).
       offset: index of the first run to return.
     """
-    page = page_of(
+    return page_of(
       self.state.pay_runs,
       eq={"status": status, "pay_frequency": pay_frequency},
       key=lambda r: (r.period_start, r.id),
       reverse=True,
       limit=limit,
       offset=offset,
+      view=self._view,
     )
-    page["items"] = [self._view(r) for r in page["items"]]
-    return page
 
   @tool(mutates=False, produces=("payslip.id", "employee.id", "money", "date", "status"))
   def get_pay_run(self, pay_run_id: str) -> dict:

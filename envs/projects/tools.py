@@ -183,9 +183,7 @@ class ProjectsService(ProjectsData, Service):
       ),
       key=_task_order,
     )
-    page = paginate(found, limit, offset)
-    page["items"] = [self._task_view(t) for t in page["items"]]
-    return page
+    return paginate(found, limit, offset, view=self._task_view)
 
   @tool(
     mutates=False,

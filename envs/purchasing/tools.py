@@ -309,7 +309,7 @@ class PurchasingService(Service):
     """
     if vendor_id is not None:
       self.state.vendors.get(vendor_id)
-    page = page_of(
+    return page_of(
       self.state.orders,
       eq={"status": status, "vendor_id": vendor_id, "requester": requester and requester.lower()},
       where=lambda o: sku is None or any(ln.id == sku for ln in o.lines),
@@ -317,9 +317,8 @@ class PurchasingService(Service):
       reverse=True,
       limit=limit,
       offset=offset,
+      view=lambda o: o.model_dump(exclude={"lines"}),
     )
-    page["items"] = [o.model_dump(exclude={"lines"}) for o in page["items"]]
-    return page
 
   @tool(
     mutates=False,

@@ -305,7 +305,7 @@ class QuotesService(Service):
       limit: page size (1-100).
       offset: index of the first quote to return.
     """
-    page = page_of(
+    return page_of(
       self.state.quotes,
       eq={"status": status, "contact_email": contact_email and contact_email.lower()},
       text=account,
@@ -314,9 +314,8 @@ class QuotesService(Service):
       reverse=True,
       limit=limit,
       offset=offset,
+      view=lambda q: q.model_dump(exclude={"lines"}),
     )
-    page["items"] = [q.model_dump(exclude={"lines"}) for q in page["items"]]
-    return page
 
   # --- writes: building a quote ------------------------------------------------------------
 

@@ -321,7 +321,7 @@ class ShippingService(Service):
       limit: page size (1-100).
       offset: index of the first shipment to return.
     """
-    page = page_of(
+    return page_of(
       self.state.shipments,
       eq={"status": status, "carrier": carrier, "order_reference": order_reference},
       text=query,
@@ -330,9 +330,8 @@ class ShippingService(Service):
       reverse=True,
       limit=limit,
       offset=offset,
+      view=lambda s: s.model_dump(exclude={"events"}),
     )
-    page["items"] = [s.model_dump(exclude={"events"}) for s in page["items"]]
-    return page
 
   @tool(mutates=False, produces=("pickup.id", "date", "shipment.id"))
   def list_pickups(

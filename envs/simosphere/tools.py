@@ -326,12 +326,18 @@ class SimosphereService(Service):
       key=lambda d: (d.updated_at, d.id),
       reverse=True,
     )
-    page = paginate(docs, limit, offset)
-    page["items"] = [
-      {"id": d.id, "title": d.title, "kind": d.kind, "owner": d.owner, "updated_at": d.updated_at}
-      for d in page["items"]
-    ]
-    return page
+    return paginate(
+      docs,
+      limit,
+      offset,
+      view=lambda d: {
+        "id": d.id,
+        "title": d.title,
+        "kind": d.kind,
+        "owner": d.owner,
+        "updated_at": d.updated_at,
+      },
+    )
 
   @tool(mutates=False, produces=("document.id", "document.text", "person.email"))
   def read_document(self, document_id: str) -> Document:

@@ -356,9 +356,7 @@ class SocialPostsService(Service):
       ),
       key=lambda p: (-score(p), p.id),
     )
-    page = paginate(found, limit, offset)
-    page["items"] = [self._ranked(p) for p in page["items"]]
-    return page
+    return paginate(found, limit, offset, view=self._ranked)
 
   # --- writes ------------------------------------------------------------------------------
 

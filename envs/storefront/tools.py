@@ -204,7 +204,7 @@ class StorefrontService(StorefrontData, Service):
       raise InvalidArgument(
         f"until ({until.isoformat()}) must be after since ({since.isoformat()})"
       )
-    page = page_of(
+    return page_of(
       self.state.orders,
       eq={"status": status, "customer_id": customer_id},
       ge={"created_at": since},
@@ -213,9 +213,8 @@ class StorefrontService(StorefrontData, Service):
       reverse=True,
       limit=limit,
       offset=offset,
+      view=lambda o: o.model_dump(exclude={"lines"}),
     )
-    page["items"] = [o.model_dump(exclude={"lines"}) for o in page["items"]]
-    return page
 
   @tool(
     mutates=False,
