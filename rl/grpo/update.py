@@ -71,17 +71,18 @@ def policy_logp(
   out = model.forward(
     batch["tokens"], positions_bt=batch["positions"], segment_ids_bt=batch["segment_ids"]
   )
-  h_bkd, targets_bk = out.hidden, batch["targets"]
+  targets_bk = batch["targets"]
   if index_bk is not None:
-    h_bkd = jnp.take_along_axis(h_bkd, index_bk[..., None], axis=1)
     targets_bk = jnp.take_along_axis(targets_bk, index_bk, axis=1)
   if out.pointer is not None:  # the copy head's mixture: [B, K, V] at the gathered positions
-    if index_bk is None:
-      index_bk = jnp.broadcast_to(jnp.arange(targets_bk.shape[1]), targets_bk.shape)
-    logits_bkv = model.logits_at(out, index_bk)
+    logits_bkv = out.logits if index_bk is None else model.logits_at(out, index_bk)
     logp_bk, entropy_bk = token_logp_and_entropy(logits_bkv / temperature, targets_bk)
-    return logp_bk, entropy_bk, out.aux_loss
-  logp_bk, entropy_bk = head_logp(h_bkd, model.head_weight(), targets_bk, temperature, head_chunk)
+  else:
+    h_bkd = out.hidden
+    if index_bk is not None:
+      h_bkd = jnp.take_along_axis(h_bkd, index_bk[..., None], axis=1)
+    head = model.head_weight()
+    logp_bk, entropy_bk = head_logp(h_bkd, head, targets_bk, temperature, head_chunk)
   return logp_bk, entropy_bk, out.aux_loss
 
 
