@@ -129,8 +129,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         "shared_expert_dim": 128,
         "deltanet_chunk": 64,
         "moe_backend": "sort",
-        # A pointer into the context beside the LM head (models.copy_head).
+        # A pointer into the context beside the LM head (models.copy_head), and its bonus for
+        # keys whose tokens match the query's (induction as a prior).
         "copy_head": False,
+        "copy_head_match": False,
       }
     )
     c.tokenizer.vocab_size = 4096

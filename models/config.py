@@ -62,6 +62,9 @@ class ModelConfig:
   # Qwen3.5, off for imported checkpoints.
   copy_head: bool = False
   copy_head_dim: int = 64
+  # The pointer's scores gain a learnt bonus where a key's token, and the token before it, equal
+  # the query's: induction ("what followed my token last time") as a prior, not learnt from scratch.
+  copy_head_match: bool = False
 
   rms_norm_eps: float = 1e-6
   tie_embeddings: bool = False

@@ -15,6 +15,12 @@ With the final-normed hidden states h (the LM head's input):
 over the positions s of the same sequence (segment) whose next token x_{s+1} is already known.
 Pointing at s means "what followed a context like this one", the induction pattern: copying a
 value after its cue is one match (the cue's context), continuing the copy is the next.
+
+With ``ModelConfig.copy_head_match`` the scores also gain m_0 [x_s = x_t] + m_1 [x_{s-1} =
+x_{t-1}], two learnt scalars: continuing a copy (point at the earlier place of the token just
+written, and of the one before it) is then given, and the query and key learn only where a copy
+starts. The scalars are stored a tenth of their value (`MATCH_SCALE`), so Adam moves them ten
+times faster than a weight.
 The model's ``logits`` are then log p: a normalised log-probability, which softmax, sampling
 and the cross-entropy take as they take logits. Off by default (``ModelConfig.copy_head``);
 Qwen3.5 has no such head, and checkpoints imported from transformers do not carry one.
@@ -47,6 +53,21 @@ class CopyCache:
     )
 
 
+MATCH_INIT = 3.0  # each match bonus at initialisation, in score (logit) units
+MATCH_SCALE = 10.0  # the bonus is stored divided by this
+
+
+def _with_previous(tokens_bt: jax.Array, segment_ids_bt: jax.Array | None = None) -> jax.Array:
+  """[B, T, 2]: each position's token and the token before it (-1 at a row's or a segment's
+  start, which matches nothing)."""
+  tokens_bt = tokens_bt.astype(jnp.int32)
+  prev_bt = jnp.pad(tokens_bt[:, :-1], ((0, 0), (1, 0)), constant_values=-1)
+  if segment_ids_bt is not None:
+    starts_bt = jnp.pad(segment_ids_bt[:, 1:] != segment_ids_bt[:, :-1], ((0, 0), (1, 0)))
+    prev_bt = jnp.where(starts_bt, -1, prev_bt)
+  return jnp.stack([tokens_bt, prev_bt], axis=-1)
+
+
 class CopyHead(nnx.Module):
   """The pointer's query and key projections and the mixing gate."""
 
@@ -57,7 +78,16 @@ class CopyHead(nnx.Module):
     self.w_k_dc = sharding.param(init, rngs.params(), (d, c), ("embed", None), dtype)
     self.w_gate_d = sharding.param(init, rngs.params(), (d,), ("embed",), dtype)
     self.b_gate = nnx.Param(jnp.zeros((), dtype))
+    if config.copy_head_match:
+      self.match_2 = nnx.Param(jnp.full((2,), MATCH_INIT / MATCH_SCALE, jnp.float32))
     self.config = config
+
+  def match_weights(self) -> jax.Array | None:
+    """(m_0, m_1): the score bonus of a key whose token (and the token before it) equal the
+    query's; None without ``copy_head_match``."""
+    if not self.config.copy_head_match:
+      return None
+    return self.match_2[...].astype(jnp.float32) * MATCH_SCALE
 
   def project(self, h_btd: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """(queries [B, T, C], keys [B, T, C], gate logits [B, T] float32) of hidden states."""
@@ -80,14 +110,34 @@ class Pointer(struct.PyTreeNode):
   k_bsc: jax.Array  # [B, S, C]
   values_bs: jax.Array  # [B, S] int32: the token after key position s
   allowed_bks: jax.Array  # [B, K, S] bool
+  # With ``copy_head_match``: (m_0, m_1) [2], each query's token and the one before it [B, K, 2],
+  # each key's [B, S, 2]; None without.
+  match_2: jax.Array | None = None
+  query_tokens_bk2: jax.Array | None = None
+  key_tokens_bs2: jax.Array | None = None
 
   def take(self, index_bk: jax.Array) -> Pointer:
     """The pointer at query positions ``index_bk`` [B, K'] of its K."""
+    query_tokens = self.query_tokens_bk2
+    if query_tokens is not None:
+      query_tokens = jnp.take_along_axis(query_tokens, index_bk[..., None], axis=1)
     return self.replace(
       q_bkc=jnp.take_along_axis(self.q_bkc, index_bk[..., None], axis=1),
       gate_bk=jnp.take_along_axis(self.gate_bk, index_bk, axis=1),
       allowed_bks=jnp.take_along_axis(self.allowed_bks, index_bk[..., None], axis=1),
+      query_tokens_bk2=query_tokens,
     )
+
+  def match_bonus(self) -> jax.Array | float:
+    """m_0 [x_s = x_t] + m_1 [x_{s-1} = x_{t-1}] [B, K, S] (0 without ``copy_head_match``)."""
+    if self.match_2 is None:
+      return 0.0
+    bonus = 0.0
+    for j in range(2):
+      query_bk, key_bs = self.query_tokens_bk2[..., j], self.key_tokens_bs2[..., j]
+      same_bks = (query_bk[:, :, None] == key_bs[:, None, :]) & (query_bk[:, :, None] >= 0)
+      bonus = bonus + jnp.where(same_bks, self.match_2[j], 0.0)
+    return bonus
 
 
 def training_pointer(
@@ -102,7 +152,14 @@ def training_pointer(
   if segment_ids_bt is not None:
     allowed_bts = allowed_bts & (segment_ids_bt[:, :, None] == segment_ids_bt[:, None, :])
   values_bs = jnp.pad(tokens_bt[:, 1:], ((0, 0), (0, 1))).astype(jnp.int32)
-  return Pointer(q_btc, gate_bt, k_btc, values_bs, allowed_bts)
+  pointer = Pointer(q_btc, gate_bt, k_btc, values_bs, allowed_bts)
+  match_2 = head.match_weights()
+  if match_2 is not None:
+    tokens_bt2 = _with_previous(tokens_bt, segment_ids_bt)
+    pointer = pointer.replace(
+      match_2=match_2, query_tokens_bk2=tokens_bt2, key_tokens_bs2=tokens_bt2
+    )
+  return pointer
 
 
 def _write_rows(cache_bs, new_bt, start_b):
@@ -136,16 +193,28 @@ def cached_pointer(
   s = new.k_bsc.shape[1]
   allowed_bts = jnp.arange(s)[None, None, :] < positions_bt[:, :, None]
   values_bs = jnp.pad(new.tokens_bs[:, 1:], ((0, 0), (0, 1)))
-  return Pointer(q_btc, gate_bt, new.k_bsc, values_bs, allowed_bts), new
+  pointer = Pointer(q_btc, gate_bt, new.k_bsc, values_bs, allowed_bts)
+  match_2 = head.match_weights()
+  if match_2 is not None:
+    key_tokens_bs2 = _with_previous(new.tokens_bs)
+    previous_bt = jnp.take_along_axis(new.tokens_bs, jnp.maximum(positions_bt - 1, 0), axis=1)
+    previous_bt = jnp.where(positions_bt > 0, previous_bt, -1)
+    query_tokens_bt2 = jnp.stack([tokens_bt.astype(jnp.int32), previous_bt], axis=-1)
+    pointer = pointer.replace(
+      match_2=match_2, query_tokens_bk2=query_tokens_bt2, key_tokens_bs2=key_tokens_bs2
+    )
+  return pointer, new
 
 
 def _pointer_weights(pointer: Pointer) -> tuple[jax.Array, jax.Array]:
   """(softmax of the pointer's scores over the allowed keys [B, K, S], 0 elsewhere; whether a
   query has any key to point at [B, K])."""
   c = pointer.q_bkc.shape[-1]
-  scores_bks = jnp.einsum(
-    "bkc,bsc->bks", pointer.q_bkc, pointer.k_bsc, preferred_element_type=jnp.float32
-  ) * (c**-0.5)
+  scores_bks = (
+    jnp.einsum("bkc,bsc->bks", pointer.q_bkc, pointer.k_bsc, preferred_element_type=jnp.float32)
+    * (c**-0.5)
+    + pointer.match_bonus()
+  )
   scores_bks = jnp.where(pointer.allowed_bks, scores_bks, -jnp.inf)
   any_bk = jnp.any(pointer.allowed_bks, axis=-1)
   weights_bks = jax.nn.softmax(jnp.where(any_bk[..., None], scores_bks, 0.0), axis=-1)

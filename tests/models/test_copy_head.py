@@ -16,9 +16,14 @@ from tests.models.conftest import BATCH, SEQ, forward, random_tokens
 B, T, MAX_LEN = BATCH, SEQ, 32
 
 
-@pytest.fixture(scope="module")
-def config(tiny_config):
-  return tiny_config.replace(copy_head=True, copy_head_dim=16)
+@pytest.fixture(scope="module", params=[False, True], ids=["pointer", "pointer+match"])
+def config(tiny_config, request):
+  return tiny_config.replace(copy_head=True, copy_head_dim=16, copy_head_match=request.param)
+
+
+def _vocab(config):
+  """Token ids drawn for a test: few with the match bonus, so keys match queries often."""
+  return 6 if config.copy_head_match else config.vocab_size
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +38,9 @@ def model(config):
 
 def test_logits_are_the_mixture_of_the_head_and_the_pointer(model, config):
   """exp(logits) sums to one, and equals (1 - g) softmax(lm) + g sum_{s < t} a_ts [x_{s+1} = v]
-  computed position by position in numpy."""
-  tokens = random_tokens((B, T), config.vocab_size, seed=1)
+  computed position by position in numpy (plus m_0 [x_s = x_t] + m_1 [x_{s-1} = x_{t-1}] on
+  the scores with the match bonus)."""
+  tokens = random_tokens((B, T), _vocab(config), seed=1)
   out = forward(model, tokens)
   probs = np.exp(np.asarray(out.logits, np.float64))
   np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-4)
@@ -45,12 +51,16 @@ def test_logits_are_the_mixture_of_the_head_and_the_pointer(model, config):
   lm = np.exp(lm - lm.max(-1, keepdims=True))
   lm /= lm.sum(-1, keepdims=True)
   toks = np.asarray(tokens)
+  match = model.copy_head.match_weights()
+  match = np.zeros(2) if match is None else np.asarray(match, np.float64)
   for b in range(B):
+    prev = np.concatenate([[-1], toks[b, :-1]])
     for t in (0, 1, 7, T - 1):
       expected = lm[b, t].copy()
       if t > 0:
         g = 1 / (1 + np.exp(-gate[b, t]))
         scores = k[b, :t] @ q[b, t] / np.sqrt(config.copy_head_dim)
+        scores += match[0] * (toks[b, :t] == toks[b, t]) + match[1] * (prev[:t] == prev[t])
         weights = np.exp(scores - scores.max())
         weights /= weights.sum()
         copy = np.zeros(config.vocab_size)
@@ -61,8 +71,8 @@ def test_logits_are_the_mixture_of_the_head_and_the_pointer(model, config):
 
 def test_packed_sequences_do_not_point_into_each_other(model, config):
   """Two sequences packed in one row (positions restarting) get the logits each gets alone."""
-  first = random_tokens((1, 8), config.vocab_size, seed=2)
-  second = random_tokens((1, 12), config.vocab_size, seed=3)
+  first = random_tokens((1, 8), _vocab(config), seed=2)
+  second = random_tokens((1, 12), _vocab(config), seed=3)
   packed = jnp.concatenate([first, second], axis=1)
   segments = jnp.array([[1] * 8 + [2] * 12])
   positions = jnp.array([list(range(8)) + list(range(12))])
@@ -74,7 +84,7 @@ def test_packed_sequences_do_not_point_into_each_other(model, config):
 def test_cached_decoding_equals_the_full_forward(model, config):
   """Right-padded prompts, then one token at a time: the pointer reads keys and tokens from the
   cache, and every logit is the full pass's."""
-  tokens = random_tokens((B, T), config.vocab_size, seed=4)
+  tokens = random_tokens((B, T), _vocab(config), seed=4)
   full = forward(model, tokens).logits
   lengths = jnp.array([5, 13, 9])
   rows = jnp.arange(B)
@@ -89,7 +99,7 @@ def test_cached_decoding_equals_the_full_forward(model, config):
 
 
 def test_logits_at_some_positions_equal_the_full_logits(model, config):
-  tokens = random_tokens((B, T), config.vocab_size, seed=6)
+  tokens = random_tokens((B, T), _vocab(config), seed=6)
   out = forward(model, tokens)
   index = jnp.array([[0, 3, 19], [1, 1, 2], [18, 5, 0]])
   at = nnx.jit(lambda m, o, i: m.logits_at(o, i))(model, out, index)
@@ -169,7 +179,7 @@ def test_the_fused_loss_equals_the_loss_of_the_full_mixture(model, config):
   from models.loss import copy_head_losses
   from rl.sft.steps import token_losses
 
-  tokens = random_tokens((B, T + 1), config.vocab_size, seed=8)
+  tokens = random_tokens((B, T + 1), _vocab(config), seed=8)
   inputs, targets = tokens[:, :-1], tokens[:, 1:]
   weight = jnp.asarray(np.random.default_rng(0).uniform(0, 1, (B, T)), jnp.float32)
   mask = (weight > 0.3).astype(jnp.float32)

@@ -47,17 +47,27 @@ def test_greedy_generation_is_the_argmax_of_the_full_forward(tiny_model, tiny_co
 
 @pytest.mark.parametrize(
   ("interval", "dense", "copy_head"),
-  [(4, False, False), (4, True, False), (1, False, False), (1, True, False), (4, False, True)],
+  [
+    (4, False, False),
+    (4, True, False),
+    (1, False, False),
+    (1, True, False),
+    (4, False, True),
+    (4, False, "match"),
+  ],
 )
 def test_unrolled_decoding_equals_the_scanned_cache_path(tiny_config, interval, dense, copy_head):
   """`forward_unrolled` on per-layer weights and caches (DeltaNet and attention layers, sparse
-  or dense experts, a copy head whose cache comes last) gives the scanned forward's logits, and
-  its caches stack back into the scanned path's cache."""
-  config = tiny_config.replace(full_attention_interval=interval, copy_head=copy_head)
+  or dense experts, a copy head whose cache comes last, with or without its match bonus) gives
+  the scanned forward's logits, and its caches stack back into the scanned path's cache."""
+  match = copy_head == "match"
+  config = tiny_config.replace(
+    full_attention_interval=interval, copy_head=bool(copy_head), copy_head_match=match
+  )
   model = create_model(config, seed=1)
   if copy_head:  # a gate that mixes in earnest
     model.copy_head.b_gate[...] = jnp.ones(())
-  tokens = random_tokens((B, T), config.vocab_size, seed=5)
+  tokens = random_tokens((B, T), 6 if match else config.vocab_size, seed=5)
   lengths = jnp.array([5, 13, 9])
   rows = jnp.arange(B)
   prompt = jnp.where(jnp.arange(T)[None] < lengths[:, None], tokens, 0)

@@ -4,6 +4,7 @@ own (mixture) logits, the distribution the rollout engine samples from."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 
 from models import create_model, get_config
@@ -12,12 +13,14 @@ from rl.grpo.trainer import policy_logp
 TEMPERATURE = 0.7
 
 
-def test_policy_logp_of_a_copy_head_model_is_that_of_its_logits():
-  config = get_config("tiny", copy_head=True, copy_head_dim=16)
+@pytest.mark.parametrize("match", [False, True], ids=["pointer", "pointer+match"])
+def test_policy_logp_of_a_copy_head_model_is_that_of_its_logits(match):
+  config = get_config("tiny", copy_head=True, copy_head_dim=16, copy_head_match=match)
   model = create_model(config, seed=3)
   model.copy_head.b_gate[...] = jnp.ones(())  # the pointer carries real mass
   rng = np.random.default_rng(0)
-  tokens = jnp.asarray(rng.integers(0, config.vocab_size, (2, 17)), jnp.int32)
+  vocab = 6 if match else config.vocab_size  # few ids: keys often match queries
+  tokens = jnp.asarray(rng.integers(0, vocab, (2, 17)), jnp.int32)
   batch = {
     "tokens": tokens[:, :-1],
     "targets": tokens[:, 1:],
