@@ -7,7 +7,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
-from compoworld.tasks.facets import Value
+from compoworld.tasks.facets import Found, Value
 from envs._world import Person, world
 
 CODENAMES = (
@@ -59,6 +59,27 @@ def future_slot(ctx: AuthorContext, service: str, days: tuple[int, int] = (2, 9)
 def since(ctx: AuthorContext, service: str, field: str) -> dict[str, Any]:
   """A rubric condition: the record was made after s0 (so it is the agent's doing)."""
   return {"field": field, "cmp": "ge", "value": ctx.since(service)}
+
+
+# --- what a read hands on ---------------------------------------------------------------------
+
+
+def found_one(kind: str, noun: str, value: Any, **fields: Any) -> Found:
+  """A read that hands on the one ``value``, which names itself (an address, a link, a name)."""
+  return Found(kind, noun, [Value(value, value)], **fields)
+
+
+def found_time(noun: str, when: str, **fields: Any) -> Found:
+  """A read that hands on the time ``when`` (ISO 8601), labelled as instructions write it, with
+  its date as the context later steps may use."""
+  return Found(
+    "datetime", noun, [Value(when, time_label(when))], context={"date": when[:10]}, **fields
+  )
+
+
+def found_day(noun: str, day: str, **fields: Any) -> Found:
+  """A read that hands on the date ``day`` (ISO 8601), with that date as its context."""
+  return Found("date", noun, [Value(day, day)], context={"date": day}, **fields)
 
 
 # --- people ------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from compoworld.tasks.authoring import AuthorContext
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import future_slot, iso, time_label, topic, user_email
+from envs._facets_common import found_one, found_time, future_slot, iso, topic, user_email
 from envs._world import world
 
 S = "calendar"
@@ -49,10 +49,8 @@ def _find(ctx: AuthorContext, event: dict) -> dict:
 @facets.source(S, "person.email")
 def organizer(ctx: AuthorContext) -> Found:
   event = _find(ctx, _scenario_event(ctx))
-  return Found(
-    "person.email",
-    f'the organizer of the "{event["title"]}" meeting',
-    [Value(event["organizer"], event["organizer"])],
+  return found_one(
+    "person.email", f'the organizer of the "{event["title"]}" meeting', event["organizer"]
   )
 
 
@@ -74,22 +72,17 @@ def accepted_attendees(ctx: AuthorContext) -> Found:
 @facets.source(S, "datetime")
 def meeting_start(ctx: AuthorContext) -> Found:
   event = _find(ctx, _scenario_event(ctx))
-  return Found(
-    "datetime",
-    f'the start time of the "{event["title"]}" meeting',
-    [Value(event["start"], time_label(event["start"]))],
-    context={"date": event["start"][:10]},
-  )
+  return found_time(f'the start time of the "{event["title"]}" meeting', event["start"])
 
 
 @facets.source(S, "location")
 def meeting_place(ctx: AuthorContext) -> Found:
   event = _find(ctx, _scenario_event(ctx))
   address = event["location"].split(", ", 1)[1]
-  return Found(
+  return found_one(
     "location",
     f'the address where the "{event["title"]}" meeting takes place',
-    [Value(address, address)],
+    address,
     context={"date": event["start"][:10]},
   )
 
@@ -152,10 +145,10 @@ facets.sink(
 def _venue_first(ctx: AuthorContext) -> tuple[Found, dict]:
   event = _meeting(ctx)
   address = event["location"].split(", ", 1)[1]
-  found = Found(
+  found = found_one(
     "location",
     f'where the "{event["title"]}" meeting is being held',
-    [Value(address, address)],
+    address,
     context={"date": event["start"][:10]},
   )
   return found, event
@@ -171,10 +164,10 @@ def _online_check(ctx: AuthorContext, event: dict, value: Value) -> dict:
 
 def _link_second(ctx: AuthorContext, event: dict) -> Found:
   now = ctx.call(S, "get_event", event_id=event["id"])
-  return Found(
+  return found_one(
     "url",
     f'the new meeting link of "{event["title"]}"',
-    [Value(now["meeting_link"], now["meeting_link"])],
+    now["meeting_link"],
     stale=event["meeting_link"],  # the first read saw no link: it was an in-person meeting
   )
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
-from envs._facets_common import colleague, iso, topic
+from envs._facets_common import colleague, found_one, iso, topic
 
 S = "chat"
 
@@ -45,10 +45,10 @@ def poster_email(ctx: AuthorContext) -> Found:
   )
   hit = ctx.call(S, "search_messages", query=subject, channel_id=chan["id"])["items"][0]
   user = ctx.call(S, "find_user", query=hit["author"])[0]
-  return Found(
+  return found_one(
     "person.email",
     f"the email address of whoever asked about {subject} in #{chan['name']}",
-    [Value(user["email"], user["email"])],
+    user["email"],
   )
 
 

@@ -12,9 +12,11 @@ from envs._facets_common import (
   amount_of,
   day_of,
   employee,
+  found_day,
+  found_one,
+  found_time,
   future_time,
   iso,
-  time_label,
   today,
   topic,
   user_email,
@@ -97,9 +99,7 @@ def _contact_of(account: dict, deal: dict) -> dict:
 def deal_contact_email(ctx: AuthorContext) -> Found:
   account, deal = _scenario_deal(ctx)
   email = _contact_of(account, deal)["email"]
-  return Found(
-    "person.email", f'the main contact on the "{deal["name"]}" deal', [Value(email, email)]
-  )
+  return found_one("person.email", f'the main contact on the "{deal["name"]}" deal', email)
 
 
 @facets.source(S, "person.email")
@@ -107,10 +107,8 @@ def deal_owner_email(ctx: AuthorContext) -> Found:
   """The colleague who owns a deal: an employee address, unlike a deal's contacts."""
   team = [p.email for p in world(ctx.env.seed).people[2:] if p.department == "Sales"]
   _, deal = _scenario_deal(ctx, owner=ctx.choice(team or [world(ctx.env.seed).people[2].email]))
-  return Found(
-    "person.email",
-    f'the colleague who owns the "{deal["name"]}" deal in the CRM',
-    [Value(deal["owner"], deal["owner"])],
+  return found_one(
+    "person.email", f'the colleague who owns the "{deal["name"]}" deal in the CRM', deal["owner"]
   )
 
 
@@ -118,8 +116,8 @@ def deal_owner_email(ctx: AuthorContext) -> Found:
 def deal_contact_name(ctx: AuthorContext) -> Found:
   account, deal = _scenario_deal(ctx)
   name = _contact_of(account, deal)["name"]
-  return Found(
-    "person.name", f'the name of the main contact on the "{deal["name"]}" deal', [Value(name, name)]
+  return found_one(
+    "person.name", f'the name of the main contact on the "{deal["name"]}" deal', name
   )
 
 
@@ -166,23 +164,14 @@ def deal_customer(ctx: AuthorContext) -> Found:
   if deal is None:
     raise AuthoringError("deal_not_listed", name)  # more open deals than one page holds
   account = ctx.call(S, "get_account", account_id=deal["account_id"])
-  return Found(
-    "company.name",
-    f'the customer the "{name}" deal is with',
-    [Value(account["name"], account["name"])],
-  )
+  return found_one("company.name", f'the customer the "{name}" deal is with', account["name"])
 
 
 @facets.source(S, "date")
 def deal_close_date(ctx: AuthorContext) -> Found:
   _, deal = _scenario_deal(ctx)
   day = deal["close_date"]
-  return Found(
-    "date",
-    f'the expected close date of the "{deal["name"]}" deal',
-    [Value(day, day)],
-    context={"date": day},
-  )
+  return found_day(f'the expected close date of the "{deal["name"]}" deal', day)
 
 
 @facets.source(S, "datetime")
@@ -210,12 +199,7 @@ def task_due(ctx: AuthorContext) -> Found:
   )
   tasks = ctx.call(S, "list_activities", deal_id=deal["id"], kind="task", open_only=True)["items"]
   task = next(t for t in tasks if t["subject"] == subject)
-  return Found(
-    "datetime",
-    f'when the "{subject}" task on the "{deal["name"]}" deal is due',
-    [Value(task["due"], time_label(task["due"]))],
-    context={"date": task["due"][:10]},
-  )
+  return found_time(f'when the "{subject}" task on the "{deal["name"]}" deal is due', task["due"])
 
 
 # --- lookups ---------------------------------------------------------------------------------
@@ -231,10 +215,10 @@ def account_owner(ctx: AuthorContext, found: Found) -> Found | None:
   acc = _account_named(ctx, found.values[0].value)
   if acc is None:
     return None
-  return Found(
+  return found_one(
     "person.email",
     f"the owner of the {acc['name']} account in the CRM",
-    [Value(acc["owner"], acc["owner"])],
+    acc["owner"],
     answer=f"{acc['owner']} owns the {acc['name']} account.",
   )
 
@@ -464,9 +448,7 @@ facets.sink(
 def _contact_first(ctx: AuthorContext) -> tuple[Found, dict]:
   account, deal = _scenario_deal(ctx, stage=ctx.choice(("qualification", "proposal")))
   email = _contact_of(account, deal)["email"]
-  found = Found(
-    "person.email", f'the main contact on the "{deal["name"]}" deal', [Value(email, email)]
-  )
+  found = found_one("person.email", f'the main contact on the "{deal["name"]}" deal', email)
   return found, deal
 
 

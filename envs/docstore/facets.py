@@ -10,7 +10,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
-from envs._facets_common import colleague, iso, topic
+from envs._facets_common import colleague, found_one, iso, topic
 from envs._world import world
 from envs.docstore.state import PER_DIEM, _contract, _prose, split_pages
 
@@ -87,10 +87,10 @@ def _put_brief(ctx: AuthorContext) -> dict:
 @facets.source(S, "person.email")
 def brief_owner(ctx: AuthorContext) -> Found:
   doc = _put_brief(ctx)
-  return Found(
+  return found_one(
     "person.email",
     f'the email address of the owner of the "{doc["title"]}" document in the document store',
-    [Value(doc["owner"], doc["owner"])],
+    doc["owner"],
   )
 
 
@@ -103,11 +103,11 @@ def contract_contact(ctx: AuthorContext) -> Found:
   title = ctx.choice(_contract_titles(ctx))
   email = _contract_contact(ctx, title)
   customer = title.removeprefix(_msa_title(""))
-  return Found(
+  return found_one(
     "person.email",
     f"the email address of the customer contact named in our Master Services Agreement with "
     f"{customer}",
-    [Value(email, email)],
+    email,
   )
 
 
@@ -170,10 +170,8 @@ def manual_sku(ctx: AuthorContext) -> Found:
   titles = sorted(d.title for d in ctx.state(S).documents if d.title.endswith(" User Manual"))
   title = ctx.choice(titles)
   sku = _read_until(ctx, _document(ctx, title, "manual"), _SKU).group(1)
-  return Found(
-    "sku",
-    f'the SKU of the product covered by the "{title}" in the document store',
-    [Value(sku, sku)],
+  return found_one(
+    "sku", f'the SKU of the product covered by the "{title}" in the document store', sku
   )
 
 
@@ -234,10 +232,10 @@ def msa_contact(ctx: AuthorContext, found: Found) -> Found | None:
   if title is None:
     return None
   email = _contract_contact(ctx, title)
-  return Found(
+  return found_one(
     "person.email",
     "the email address of the customer contact named in our Master Services Agreement with them",
-    [Value(email, email)],
+    email,
   )
 
 
@@ -278,10 +276,8 @@ def manual_for_sku(ctx: AuthorContext, found: Found) -> Found | None:
   if not hits:
     return None
   title = hits[0]["title"]
-  return Found(
-    "title",
-    "the title of the user manual for that product in the document store",
-    [Value(title, title)],
+  return found_one(
+    "title", "the title of the user manual for that product in the document store", title
   )
 
 

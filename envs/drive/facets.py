@@ -9,7 +9,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import amount_of, colleague, iso, topic, user_email
+from envs._facets_common import amount_of, colleague, found_one, iso, topic, user_email
 from envs._world import world
 from envs.drive.state import DOC, PDF, SHEET, _link_url
 
@@ -102,10 +102,8 @@ def brief_share_link(ctx: AuthorContext) -> Found:
   )
   _put_link(ctx, file)
   found = _find(ctx, file["name"])
-  return Found(
-    "url",
-    f'the share link of the "{found["name"]}" document in Drive',
-    [Value(found["link"], found["link"])],
+  return found_one(
+    "url", f'the share link of the "{found["name"]}" document in Drive', found["link"]
   )
 
 
@@ -123,11 +121,7 @@ def file_owner(ctx: AuthorContext) -> Found:
     DOC,
   )
   found = _find(ctx, name)
-  return Found(
-    "person.email",
-    f'the owner of the "{name}" document in Drive',
-    [Value(found["owner"], found["owner"])],
-  )
+  return found_one("person.email", f'the owner of the "{name}" document in Drive', found["owner"])
 
 
 @facets.source(S, "person.email")
@@ -232,7 +226,7 @@ def invoice_total_due(ctx: AuthorContext, found: Found) -> Found:
 def invoice_number(ctx: AuthorContext, found: Found) -> Found:
   doc = _invoice_for(ctx, str(found.values[0].value))
   ref = doc["content"].splitlines()[0].removeprefix("Invoice ")
-  return Found("reference", f"the invoice number of {_INVOICE_NOUN}", [Value(ref, ref)])
+  return found_one("reference", f"the invoice number of {_INVOICE_NOUN}", ref)
 
 
 @facets.lookup(S, "person.email", "url")
@@ -247,10 +241,10 @@ def their_copy_link(ctx: AuthorContext, found: Found) -> Found:
     _put_link(ctx, file)
   hit = ctx.call(S, "search_files", name=name, owner=email)["items"][0]
   link = ctx.call(S, "get_file", file_id=hit["id"])["link"]
-  return Found(
+  return found_one(
     "url",
     f'the share link of the "{name}" file in Drive that they own',
-    [Value(link, link)],
+    link,
     answer=f'The share link of their "{name}" file is {link}.',
   )
 

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import future_time, iso, time_label, topic
+from envs._facets_common import found_one, found_time, future_time, iso, time_label, topic
 from envs._world import world
 
 S = "email_marketing"
@@ -112,21 +112,18 @@ def waitlist_members(ctx: AuthorContext) -> Found:
 @facets.source(S, "datetime")
 def campaign_send_time(ctx: AuthorContext) -> Found:
   campaign = _find_campaign(ctx, _put_campaign(ctx, f"{topic(ctx)} announcement", "scheduled"))
-  return Found(
-    "datetime",
-    f'when the "{campaign["name"]}" email campaign is scheduled to go out',
-    [Value(campaign["send_at"], time_label(campaign["send_at"]))],
-    context={"date": campaign["send_at"][:10]},
+  return found_time(
+    f'when the "{campaign["name"]}" email campaign is scheduled to go out', campaign["send_at"]
   )
 
 
 @facets.source(S, "title")
 def campaign_subject(ctx: AuthorContext) -> Found:
   campaign = _find_campaign(ctx, _put_campaign(ctx, f"{topic(ctx)} teaser"))
-  return Found(
+  return found_one(
     "title",
     f'the subject line of the draft "{campaign["name"]}" email campaign',
-    [Value(campaign["subject"], campaign["subject"])],
+    campaign["subject"],
   )
 
 
@@ -338,11 +335,8 @@ facets.sink(
 
 def _time_first(ctx: AuthorContext) -> tuple[Found, dict]:
   campaign = _find_campaign(ctx, _put_campaign(ctx, f"{topic(ctx)} reminder", "scheduled"))
-  found = Found(
-    "datetime",
-    f'when the "{campaign["name"]}" email campaign is scheduled to go out',
-    [Value(campaign["send_at"], time_label(campaign["send_at"]))],
-    context={"date": campaign["send_at"][:10]},
+  found = found_time(
+    f'when the "{campaign["name"]}" email campaign is scheduled to go out', campaign["send_at"]
   )
   return found, campaign
 
@@ -350,12 +344,10 @@ def _time_first(ctx: AuthorContext) -> tuple[Found, dict]:
 def _time_second(ctx: AuthorContext, campaign: dict) -> Found:
   hits = ctx.call(S, "list_campaigns", query=campaign["name"], status="scheduled")["items"]
   now = next(c for c in hits if c["id"] == campaign["id"])
-  return Found(
-    "datetime",
+  return found_time(
     f'the new send time of the "{campaign["name"]}" campaign',
-    [Value(now["send_at"], time_label(now["send_at"]))],
+    now["send_at"],
     stale=campaign["send_at"],  # the time the first read saw
-    context={"date": now["send_at"][:10]},
     answer=f'"{campaign["name"]}" now goes out at {time_label(now["send_at"])}.',
   )
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import amount_of, iso, name_of, topic, user_email
+from envs._facets_common import amount_of, found_one, iso, name_of, topic, user_email
 from envs._world import world
 
 S = "esign"
@@ -132,10 +132,8 @@ def waiting_on(ctx: AuthorContext) -> Found:
   _put_envelope(ctx, title, f"Statement of Work for {org.name}.", signers)
   env = _find(ctx, title, status="sent")
   email = env["waiting_for"][0]
-  return Found(
-    "person.email",
-    f'the person the "{title}" e-signature envelope is waiting on',
-    [Value(email, email)],
+  return found_one(
+    "person.email", f'the person the "{title}" e-signature envelope is waiting on', email
   )
 
 
@@ -193,11 +191,7 @@ def order_quantities(ctx: AuthorContext) -> Found:
 def order_sku(ctx: AuthorContext) -> Found:
   title, lines = _order_lines(ctx, 1)
   sku = lines[0].group(3)
-  return Found(
-    "sku",
-    f'the SKU of the product ordered on the "{title}" envelope',
-    [Value(sku, sku)],
-  )
+  return found_one("sku", f'the SKU of the product ordered on the "{title}" envelope', sku)
 
 
 @facets.source(S, "money")
@@ -234,10 +228,8 @@ def decline_reason(ctx: AuthorContext) -> Found:
   _put_envelope(ctx, title, f"Vendor Agreement with {vendor.name}.", signers, status="declined")
   env = _find(ctx, title, status="declined")
   said = next(s["decline_reason"] for s in env["signers"] if s["status"] == "declined")
-  return Found(
-    "text",
-    f'the reason {vendor.name} gave for declining the "{title}" envelope',
-    [Value(said, said)],
+  return found_one(
+    "text", f'the reason {vendor.name} gave for declining the "{title}" envelope', said
   )
 
 
@@ -255,10 +247,8 @@ def _renewal(ctx: AuthorContext, company: str) -> dict:
 def renewal_signer(ctx: AuthorContext, found: Found) -> Found:
   env = _renewal(ctx, str(found.values[0].value))
   email = env["waiting_for"][0]
-  return Found(
-    "person.email",
-    "the person who still has to sign that company's renewal order form",
-    [Value(email, email)],
+  return found_one(
+    "person.email", "the person who still has to sign that company's renewal order form", email
   )
 
 
@@ -431,10 +421,8 @@ def _customer_first(ctx: AuthorContext) -> tuple[Found, dict]:
   env = _find(ctx, title, status="draft")
   customer = next(s for s in env["signers"] if s["role"] == "Customer")
   target = {"id": env["id"], "title": title, "old": customer["id"]}
-  return Found(
-    "person.email",
-    f'the customer signer on the "{title}" draft envelope',
-    [Value(customer["id"], customer["id"])],
+  return found_one(
+    "person.email", f'the customer signer on the "{title}" draft envelope', customer["id"]
   ), target
 
 
@@ -465,11 +453,8 @@ def _replaced_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
 def _customer_second(ctx: AuthorContext, t: dict) -> Found:
   env = ctx.call(S, "get_envelope", envelope_id=t["id"])
   now = next(s["id"] for s in env["signers"] if s["role"] == "Customer")
-  return Found(
-    "person.email",
-    f'the customer signer now on "{t["title"]}"',
-    [Value(now, now)],
-    stale=t["old"],
+  return found_one(
+    "person.email", f'the customer signer now on "{t["title"]}"', now, stale=t["old"]
   )
 
 

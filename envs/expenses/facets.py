@@ -14,6 +14,7 @@ from envs._facets_common import (
   amount_is,
   colleague,
   currency_of,
+  found_one,
   home_money,
   iso,
   today,
@@ -143,10 +144,10 @@ def claimants(ctx: AuthorContext) -> Found:
 @facets.source(S, "person.email")
 def report_approver(ctx: AuthorContext) -> Found:
   who, report = _colleague_report(ctx, ctx.rng.randint(1, 3))
-  return Found(
+  return found_one(
     "person.email",
     f'the person who has to approve {who.name}\'s "{report["title"]}" expense report',
-    [Value(report["approver"], report["approver"])],
+    report["approver"],
   )
 
 
@@ -161,22 +162,22 @@ def _receipted_item(ctx: AuthorContext) -> tuple[Any, dict, dict]:
 @facets.source(S, "url")
 def receipt_link(ctx: AuthorContext) -> Found:
   who, report, item = _receipted_item(ctx)
-  return Found(
+  return found_one(
     "url",
     f'the receipt link of the {item["merchant"]} charge on {who.name}\'s "{report["title"]}" '
     "expense report",
-    [Value(item["receipt_url"], item["receipt_url"])],
+    item["receipt_url"],
   )
 
 
 @facets.source(S, "date")
 def expense_date(ctx: AuthorContext) -> Found:
   who, report, item = _receipted_item(ctx)
-  return Found(
+  return found_one(
     "date",
     f'the date of the {item["merchant"]} charge on {who.name}\'s "{report["title"]}" expense '
     "report",
-    [Value(item["date"], item["date"])],
+    item["date"],
   )
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext
-from compoworld.tasks.facets import Found, Value, facets
+from compoworld.tasks.facets import Found, facets
 from compoworld.tasks.rubric import exists, where
-from envs._facets_common import colleague, iso, topic
+from envs._facets_common import colleague, found_one, iso, topic
 
 S = "forum"
 
@@ -38,10 +38,10 @@ def post_author_email(ctx: AuthorContext) -> Found:
   hits = ctx.call(S, "search_posts", query=subject, community_id=community["id"])["items"]
   post = next(p for p in hits if p["title"] == title)
   user = ctx.call(S, "get_user", handle=post["author"])
-  return Found(
+  return found_one(
     "person.email",
     f'the email address of whoever posted "{title}" in {community["name"]}',
-    [Value(user["email"], user["email"])],
+    user["email"],
   )
 
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
-from envs._facets_common import amount_is, currency_of, iso, money, topic
+from envs._facets_common import amount_is, currency_of, found_one, iso, money, topic
 from envs._world import world
 
 S = "fx"
@@ -108,10 +108,10 @@ def lowest_rate_day(ctx: AuthorContext) -> Found:
   low = [p for p in history["points"] if p["rate"] == history["low"]]
   if len(low) != 1:
     raise AuthoringError("rate_low_not_unique")
-  return Found(
+  return found_one(
     "date",
     f"the day in the last 30 days when the {base}/{quote} rate was at its lowest",
-    [Value(low[0]["date"], low[0]["date"])],
+    low[0]["date"],
     answer=f"The {base}/{quote} rate was lowest on {low[0]['date']} ({low[0]['rate']}).",
   )
 

@@ -8,6 +8,7 @@ from datetime import date, timedelta
 from compoworld.tasks.authoring import AuthorContext
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
+from envs._facets_common import found_one
 from envs.geo.service import forecast_id
 
 S = "geo"
@@ -34,10 +35,10 @@ def forecast_at(ctx: AuthorContext, found: Found) -> Found:
     S, "forecasts", fid, condition=condition, precip_probability=0.9, **BAD_WEATHER[condition]
   )
   forecast = ctx.call(S, "get_forecast", place_id=place["id"], date=day)
-  return Found(
+  return found_one(
     "weather.condition",
     f"the weather forecast there for {day}",
-    [Value(forecast["condition"], forecast["condition"])],
+    forecast["condition"],
     condition=f"the forecast there says {forecast['condition']}",
     answer=f"The forecast at {address} for {day} is {forecast['condition']}.",
   )
@@ -52,10 +53,8 @@ def place_address(ctx: AuthorContext) -> Found:
   place = ctx.choice([p for p in ctx.state(S).places if p.kind != "station"])
   hits = ctx.call(S, "search_places", query=place.name, city=place.city)["items"]
   hit = next(h for h in hits if h["id"] == place.id)
-  return Found(
-    "location",
-    f"the street address of {place.name} in {place.city}",
-    [Value(hit["address"], hit["address"])],
+  return found_one(
+    "location", f"the street address of {place.name} in {place.city}", hit["address"]
   )
 
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import iso, time_label, topic, user_email
+from envs._facets_common import found_one, found_time, iso, topic, user_email
 from envs.helpdesk.state import SLA_HOURS
 
 S = "helpdesk"
@@ -118,20 +118,20 @@ def _scenario(ctx: AuthorContext, status: str = "open", priority: str = "normal"
 @facets.source(S, "person.email")
 def ticket_requester(ctx: AuthorContext) -> Found:
   ticket = _scenario(ctx)
-  return Found(
+  return found_one(
     "person.email",
     f'the email address of the customer who opened the "{ticket["subject"]}" support ticket',
-    [Value(ticket["requester"], ticket["requester"])],
+    ticket["requester"],
   )
 
 
 @facets.source(S, "person.email")
 def ticket_assignee(ctx: AuthorContext) -> Found:
   ticket = _scenario(ctx)
-  return Found(
+  return found_one(
     "person.email",
     f'the email address of the support agent working on the "{ticket["subject"]}" ticket',
-    [Value(ticket["assignee"], ticket["assignee"])],
+    ticket["assignee"],
   )
 
 
@@ -164,22 +164,15 @@ def incident_reporters(ctx: AuthorContext) -> Found:
 def sla_deadline(ctx: AuthorContext) -> Found:
   ticket = _scenario(ctx, priority=ctx.choice(("normal", "low")))
   due = ticket["sla_due_at"]
-  return Found(
-    "datetime",
-    f'the SLA resolution deadline of the "{ticket["subject"]}" ticket',
-    [Value(due, time_label(due))],
-    context={"date": due[:10]},
-  )
+  return found_time(f'the SLA resolution deadline of the "{ticket["subject"]}" ticket', due)
 
 
 @facets.source(S, "company.name")
 def ticket_company(ctx: AuthorContext) -> Found:
   ticket = _scenario(ctx)
   org = ticket["organization"]
-  return Found(
-    "company.name",
-    f'the customer company behind the "{ticket["subject"]}" ticket',
-    [Value(org, org)],
+  return found_one(
+    "company.name", f'the customer company behind the "{ticket["subject"]}" ticket', org
   )
 
 
@@ -203,11 +196,11 @@ def latest_reporter(ctx: AuthorContext, found: Found) -> Found | None:
   _put_ticket(ctx, _subject(ctx), req, "new", age_hours=0)
   hits = ctx.call(S, "search_tickets", organization=req.organization, limit=1)["items"]
   email = hits[0]["requester"]
-  return Found(
+  return found_one(
     "person.email",
     f"the email address of the {req.organization} contact who opened that company's most "
     "recent support ticket",
-    [Value(email, email)],
+    email,
   )
 
 
@@ -387,10 +380,10 @@ def _assignee_first(ctx: AuthorContext) -> tuple[Found, dict]:
     a for a in _helpers(ctx, 2) if a.id != ticket["assignee"]
   )  # two distinct agents: at least one is not the current assignee
   ticket["successor"] = {"email": successor.id, "name": successor.name}
-  found = Found(
+  found = found_one(
     "person.email",
     f'the email address of the agent assigned to the "{ticket["subject"]}" ticket',
-    [Value(ticket["assignee"], ticket["assignee"])],
+    ticket["assignee"],
   )
   return found, ticket
 
@@ -402,10 +395,10 @@ def _hand_over(ctx: AuthorContext, t: dict, v: Value) -> None:
 
 def _assignee_second(ctx: AuthorContext, t: dict) -> Found:
   now = ctx.call(S, "get_ticket", ticket_id=t["id"])
-  return Found(
+  return found_one(
     "person.email",
     f'the email address of the agent the "{t["subject"]}" ticket is assigned to now',
-    [Value(now["assignee"], now["assignee"])],
+    now["assignee"],
     stale=t["assignee"],
   )
 
@@ -440,12 +433,7 @@ for kind in ("text", "url"):
 def _deadline_first(ctx: AuthorContext) -> tuple[Found, dict]:
   ticket = _scenario(ctx, priority="normal")
   due = ticket["sla_due_at"]
-  found = Found(
-    "datetime",
-    f'the SLA resolution deadline of the "{ticket["subject"]}" ticket',
-    [Value(due, time_label(due))],
-    context={"date": due[:10]},
-  )
+  found = found_time(f'the SLA resolution deadline of the "{ticket["subject"]}" ticket', due)
   return found, ticket
 
 
@@ -457,12 +445,8 @@ def _escalate(ctx: AuthorContext, t: dict, v: Value) -> None:
 def _deadline_second(ctx: AuthorContext, t: dict) -> Found:
   now = ctx.call(S, "get_ticket", ticket_id=t["id"])
   due = now["sla_due_at"]
-  return Found(
-    "datetime",
-    f'the new SLA resolution deadline of the "{t["subject"]}" ticket',
-    [Value(due, time_label(due))],
-    stale=t["sla_due_at"],
-    context={"date": due[:10]},
+  return found_time(
+    f'the new SLA resolution deadline of the "{t["subject"]}" ticket', due, stale=t["sla_due_at"]
   )
 
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import day_of, in_use, iso, user_email
+from envs._facets_common import day_of, found_day, found_one, in_use, iso, user_email
 from envs._world import DEPARTMENTS, TITLES
 from envs.hris.service import LEAVE_NOTES, Employee
 
@@ -72,10 +72,10 @@ def _since(ctx: AuthorContext):
 def department_head(ctx: AuthorContext) -> Found:
   depts = ctx.call(S, "list_departments")
   dept = ctx.choice([d for d in depts if d["head_email"] and d["head_email"] != user_email(ctx)])
-  return Found(
+  return found_one(
     "person.email",
     f"the email address of the head of the {dept['name']} department",
-    [Value(dept["head_email"], dept["head_email"])],
+    dept["head_email"],
   )
 
 
@@ -83,11 +83,7 @@ def department_head(ctx: AuthorContext) -> Found:
 def manager_of(ctx: AuthorContext) -> Found:
   emp = _find(ctx, _pick(ctx, reserve=False).name)
   boss = ctx.call(S, "get_employee", employee_id=emp["manager_id"])
-  return Found(
-    "person.email",
-    f"the email address of {emp['name']}'s manager",
-    [Value(boss["email"], boss["email"])],
-  )
+  return found_one("person.email", f"the email address of {emp['name']}'s manager", boss["email"])
 
 
 @facets.source(S, "person.email")
@@ -147,7 +143,7 @@ def team_by_title(ctx: AuthorContext) -> Found:
 def employee_id_of(ctx: AuthorContext) -> Found:
   name = _pick(ctx, reserve=False).name
   hit = next(e for e in ctx.call(S, "search_employees", query=name)["items"] if e["name"] == name)
-  return Found("employee.id", f"the employee id of {name}", [Value(hit["id"], hit["id"])])
+  return found_one("employee.id", f"the employee id of {name}", hit["id"])
 
 
 @facets.source(S, "person.name")
@@ -165,10 +161,8 @@ def newest_hire(ctx: AuthorContext) -> Found:
   dept = ctx.choice(options)
   team = ctx.call(S, "search_employees", department=dept, limit=100)["items"]
   newest = max(team, key=lambda e: e["hire_date"])
-  return Found(
-    "person.name",
-    f"the name of the most recent hire in the {dept} department",
-    [Value(newest["name"], newest["name"])],
+  return found_one(
+    "person.name", f"the name of the most recent hire in the {dept} department", newest["name"]
   )
 
 
@@ -200,23 +194,15 @@ def role_change_date(ctx: AuthorContext) -> Found:
   rec = _find(ctx, emp.name)
   history = ctx.call(S, "get_job_history", employee_id=rec["id"])
   change = next(c for c in reversed(history) if c["kind"] == "job_change")
-  return Found(
-    "date",
-    f"the date {emp.name}'s move to the {title} role takes effect",
-    [Value(change["effective_date"], change["effective_date"])],
-    context={"date": change["effective_date"]},
+  return found_day(
+    f"the date {emp.name}'s move to the {title} role takes effect", change["effective_date"]
   )
 
 
 @facets.source(S, "date")
 def hire_date(ctx: AuthorContext) -> Found:
   emp = _find(ctx, _pick(ctx, reserve=False).name)
-  return Found(
-    "date",
-    f"the date {emp['name']} joined the company",
-    [Value(emp["hire_date"], emp["hire_date"])],
-    context={"date": emp["hire_date"]},
-  )
+  return found_day(f"the date {emp['name']} joined the company", emp["hire_date"])
 
 
 # --- lookups -------------------------------------------------------------------------------
@@ -227,7 +213,7 @@ def employee_id_for_email(ctx: AuthorContext, found: Found) -> Found:
   if _by_email(ctx, found.values[0].value) is None:
     raise AuthoringError("not_an_employee", str(found.values[0].value))
   emp = ctx.call(S, "find_employee_by_email", email=str(found.values[0].value))
-  return Found("employee.id", "their employee id", [Value(emp["id"], emp["id"])])
+  return found_one("employee.id", "their employee id", emp["id"])
 
 
 @facets.lookup(S, "person.name", "person.email")
@@ -240,7 +226,7 @@ def work_email_of(ctx: AuthorContext, found: Found) -> Found:
     hit = next((e for e in hits if e["name"].lower() == name.lower()), None)
   if hit is None:
     raise AuthoringError("not_an_employee", name)
-  return Found("person.email", "their work email address", [Value(hit["email"], hit["email"])])
+  return found_one("person.email", "their work email address", hit["email"])
 
 
 @facets.lookup(S, "employee.id", "person.email")
@@ -252,9 +238,7 @@ def manager_email_of(ctx: AuthorContext, found: Found) -> Found:
   if emp["manager_id"] is None:
     raise AuthoringError("no_manager", employee_id)
   boss = ctx.call(S, "get_employee", employee_id=emp["manager_id"])
-  return Found(
-    "person.email", "the email address of their manager", [Value(boss["email"], boss["email"])]
-  )
+  return found_one("person.email", "the email address of their manager", boss["email"])
 
 
 # --- sinks ---------------------------------------------------------------------------------
@@ -347,11 +331,7 @@ facets.sink(
 def _manager_first(ctx: AuthorContext) -> tuple[Found, dict]:
   emp = _find(ctx, _pick(ctx).name)
   boss = ctx.call(S, "get_employee", employee_id=emp["manager_id"])
-  found = Found(
-    "person.email",
-    f"the email address of {emp['name']}'s manager",
-    [Value(boss["email"], boss["email"])],
-  )
+  found = found_one("person.email", f"the email address of {emp['name']}'s manager", boss["email"])
   # A department with a head other than the current manager: the transfer changes the manager.
   depts = ctx.state(S).departments
   dept = ctx.choice(
@@ -373,10 +353,10 @@ def _transfer(ctx: AuthorContext, t: dict, v: Value) -> None:
 def _manager_second(ctx: AuthorContext, t: dict) -> Found:
   emp = ctx.call(S, "get_employee", employee_id=t["id"])
   boss = ctx.call(S, "get_employee", employee_id=emp["manager_id"])
-  return Found(
+  return found_one(
     "person.email",
     f"the email address of {t['name']}'s manager now",
-    [Value(boss["email"], boss["email"])],
+    boss["email"],
     stale=t["manager"],
   )
 

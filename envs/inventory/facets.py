@@ -9,7 +9,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
-from envs._facets_common import fresh_number, iso, s0_now, units
+from envs._facets_common import found_one, fresh_number, iso, s0_now, units
 
 S = "inventory"
 
@@ -155,10 +155,10 @@ def product_name(ctx: AuthorContext, found: Found) -> Found | None:
   )
   if hit is None:
     return None
-  return Found(
+  return found_one(
     "product.name",
     "the name of that product in our stock list",
-    [Value(hit["name"], hit["name"])],
+    hit["name"],
     answer=f"{sku} is the {hit['name']}.",
   )
 

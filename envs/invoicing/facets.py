@@ -11,7 +11,7 @@ from typing import Any
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import amount_is, currency_of, fresh_number, iso, money, topic
+from envs._facets_common import amount_is, currency_of, found_one, fresh_number, iso, money, topic
 from envs.invoicing.state import PRICE_LIST_RATE, _totals
 from envs.invoicing.tools import InvoicingService
 
@@ -151,10 +151,8 @@ def invoice_number(ctx: AuthorContext) -> Found:
   memo, cust = topic(ctx), ctx.choice(_customers(ctx))
   _scenario_invoice(ctx, cust, memo, ctx.choice(("open", "overdue", "paid")))
   inv = _find(ctx, memo)
-  return Found(
-    "reference",
-    f'the invoice number of the "{memo}" invoice we sent {cust.name}',
-    [Value(inv["reference"], inv["reference"])],
+  return found_one(
+    "reference", f'the invoice number of the "{memo}" invoice we sent {cust.name}', inv["reference"]
   )
 
 
@@ -163,10 +161,8 @@ def billing_contact(ctx: AuthorContext) -> Found:
   memo, cust = topic(ctx), ctx.choice(_customers(ctx))
   _scenario_invoice(ctx, cust, memo, ctx.choice(("open", "overdue")))
   inv = _find(ctx, memo)
-  return Found(
-    "person.email",
-    f'the billing email on the "{memo}" invoice',
-    [Value(inv["billing_email"], inv["billing_email"])],
+  return found_one(
+    "person.email", f'the billing email on the "{memo}" invoice', inv["billing_email"]
   )
 
 
@@ -214,10 +210,8 @@ def most_overdue_customer(ctx: AuthorContext) -> Found:
   """A long-forgotten invoice tops the aging report; its customer is handed on."""
   _scenario_invoice(ctx, ctx.choice(_customers(ctx)), topic(ctx), "overdue", late=200)
   top = ctx.call(S, "overdue_report", limit=5)["items"][0]
-  return Found(
-    "company.name",
-    "the customer whose invoice is the most overdue",
-    [Value(top["customer_name"], top["customer_name"])],
+  return found_one(
+    "company.name", "the customer whose invoice is the most overdue", top["customer_name"]
   )
 
 
@@ -237,10 +231,8 @@ def billing_email_of(ctx: AuthorContext, found: Found) -> Found | None:
   if not any(c.name.lower() == str(name).lower() for c in ctx.state(S).customers):
     return None  # not one of our customers: nothing to look up
   cust = _customer_named(ctx, name)
-  return Found(
-    "person.email",
-    "the billing email we have on file for that customer",
-    [Value(cust["billing_email"], cust["billing_email"])],
+  return found_one(
+    "person.email", "the billing email we have on file for that customer", cust["billing_email"]
   )
 
 

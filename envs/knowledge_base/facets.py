@@ -8,7 +8,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import colleague, iso, topic
+from envs._facets_common import colleague, found_one, iso, topic
 from envs._world import world
 
 S = "knowledge_base"
@@ -103,10 +103,10 @@ def _guide(ctx: AuthorContext, status: str = "published") -> dict:
 @facets.source(S, "person.email")
 def article_author(ctx: AuthorContext) -> Found:
   article = _guide(ctx)
-  return Found(
+  return found_one(
     "person.email",
     f'the email address of the author of the "{article["title"]}" help-center article',
-    [Value(article["author"], article["author"])],
+    article["author"],
   )
 
 
@@ -133,11 +133,11 @@ def most_helpful_title(ctx: AuthorContext) -> Found:
   )
   section = _section(ctx, name)
   top = ctx.call(S, "list_popular_articles", section_id=section["id"], limit=1)["items"][0]
-  return Found(
+  return found_one(
     "title",
     f'the title of the article with the most helpful votes in the "{name}" section of the help '
     "center",
-    [Value(top["title"], top["title"])],
+    top["title"],
   )
 
 
@@ -153,11 +153,11 @@ def known_issue_workaround(ctx: AuthorContext) -> Found:
   article = _find(ctx, _put_article(ctx, title, body, label=_code(subject)))
   line = next(x for x in article["body"].splitlines() if x.startswith("Workaround:"))
   text = line.removeprefix("Workaround:").strip().rstrip(".")
-  return Found(
+  return found_one(
     "text",
     f'the workaround given in the "{article["title"]}" help-center article (the sentence after '
     '"Workaround:", without the final period)',
-    [Value(text, text)],
+    text,
   )
 
 
@@ -190,10 +190,8 @@ def faq_title(ctx: AuthorContext, found: Found) -> Found | None:
   article = _faq(ctx, found.values[0].value)
   if article is None:
     return None
-  return Found(
-    "title",
-    "the title of the help-center FAQ article for that product",
-    [Value(article["title"], article["title"])],
+  return found_one(
+    "title", "the title of the help-center FAQ article for that product", article["title"]
   )
 
 
@@ -202,10 +200,10 @@ def faq_author(ctx: AuthorContext, found: Found) -> Found | None:
   article = _faq(ctx, found.values[0].value)
   if article is None:
     return None
-  return Found(
+  return found_one(
     "person.email",
     "the email address of whoever wrote the help-center FAQ article for that product",
-    [Value(article["author"], article["author"])],
+    article["author"],
   )
 
 
@@ -301,10 +299,10 @@ def _draft_first(ctx: AuthorContext) -> tuple[Found, dict]:
       label=_code(subject),
     ),
   )
-  found = Found(
+  found = found_one(
     "person.email",
     f'the email address of whoever is writing the draft "{article["title"]}" help-center article',
-    [Value(article["author"], article["author"])],
+    article["author"],
   )
   return found, article
 
@@ -316,10 +314,10 @@ def _finish(ctx: AuthorContext, article: dict, v: Value) -> None:
 
 def _status_second(ctx: AuthorContext, article: dict) -> Found:
   now = ctx.call(S, "get_article", article_id=article["id"])
-  return Found(
+  return found_one(
     "status",
     f'the status of the "{article["title"]}" article now',
-    [Value(now["status"], now["status"])],
+    now["status"],
     stale=article["status"],
     answer=f'The "{article["title"]}" article is now {now["status"]}.',
   )

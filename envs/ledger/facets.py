@@ -10,7 +10,16 @@ from typing import Any
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
-from envs._facets_common import amount_is, currency_of, fresh_number, home_money, iso, today, topic
+from envs._facets_common import (
+  amount_is,
+  currency_of,
+  found_one,
+  fresh_number,
+  home_money,
+  iso,
+  today,
+  topic,
+)
 from envs._world import world
 
 S = "ledger"
@@ -123,10 +132,10 @@ def sale_invoice_number(ctx: AuthorContext) -> Found:
   revenue = ctx.choice(("4000", "4100", "4200"))
   _put_entry(ctx, day, memo, ref, "1100", revenue, round(ctx.rng.uniform(1500, 30000), 2))
   found = _find(ctx, memo)
-  return Found(
+  return found_one(
     "reference",
     f"the invoice number of the {cust.name} sale for {name} booked in the ledger",
-    [Value(found["reference"], found["reference"])],
+    found["reference"],
   )
 
 
@@ -134,10 +143,8 @@ def sale_invoice_number(ctx: AuthorContext) -> Found:
 def bill_date(ctx: AuthorContext) -> Found:
   name, vendor, (entry,) = _scenario_bills(ctx)
   found = _find(ctx, entry["memo"])
-  return Found(
-    "date",
-    f"the date the {vendor.name} bill for {name} was booked in the ledger",
-    [Value(found["date"], found["date"])],
+  return found_one(
+    "date", f"the date the {vendor.name} bill for {name} was booked in the ledger", found["date"]
   )
 
 

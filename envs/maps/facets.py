@@ -9,7 +9,7 @@ from itertools import pairwise
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import iso, time_label, topic, user_email
+from envs._facets_common import found_one, found_time, iso, time_label, topic, user_email
 from envs._world import world
 from envs.maps.state import haversine_km, travel
 
@@ -89,10 +89,8 @@ def best_rated_spot(ctx: AuthorContext) -> Found:
         options.append((city, category))
   city, category = ctx.choice(options)
   top = ctx.call(S, "search_places", category=category, city=city)["items"][0]
-  return Found(
-    "location",
-    f"the address of the best-rated {SPOTS[category]} in {city}",
-    [Value(top["address"], top["address"])],
+  return found_one(
+    "location", f"the address of the best-rated {SPOTS[category]} in {city}", top["address"]
   )
 
 
@@ -187,12 +185,7 @@ def next_opening(ctx: AuthorContext) -> Found:
   place = ctx.choice([ps[0] for ps in named.values() if len(ps) == 1])
   hit = _find(ctx, place)
   status = ctx.call(S, "is_open_at", place_id=hit["id"])
-  return Found(
-    "datetime",
-    f"when {place.name} in {place.city} next opens",
-    [Value(status["opens_at"], time_label(status["opens_at"]))],
-    context={"date": status["opens_at"][:10]},
-  )
+  return found_time(f"when {place.name} in {place.city} next opens", status["opens_at"])
 
 
 # --- lookups -------------------------------------------------------------------------------
@@ -207,10 +200,10 @@ def nearest_spot(ctx: AuthorContext, found: Found) -> Found | None:
   spot = next((p for p in around if p["category"] in SPOTS), None)
   if spot is None:
     return None
-  return Found(
+  return found_one(
     "location",
     "the address of the nearest library, park or event venue to there",
-    [Value(spot["address"], spot["address"])],
+    spot["address"],
     answer=f"The nearest one is {spot['name']} at {spot['address']}.",
     context=found.context,
   )
@@ -342,11 +335,8 @@ def _tour_first(ctx: AuthorContext) -> tuple[Found, dict]:
   description = f"Stops for the team outing in {city} on {day}, walking from {SET_OFF}"
   listed = _put_list(ctx, name, description, [p.id for p in stops])
   first, start = listed["places"][0], f"{day}T{SET_OFF}:00"
-  found = Found(
-    "location",
-    f'the first stop on my "{name}" list',
-    [Value(first["address"], first["address"])],
-    context={"date": day},
+  found = found_one(
+    "location", f'the first stop on my "{name}" list', first["address"], context={"date": day}
   )
   return found, {
     **listed,
@@ -368,10 +358,10 @@ def _drop_check(ctx: AuthorContext, lst: dict, v: Value) -> dict:
 def _tour_second(ctx: AuthorContext, lst: dict) -> Found:
   now = next(x for x in ctx.call(S, "list_lists") if x["id"] == lst["id"])
   first = now["places"][0]
-  return Found(
+  return found_one(
     "location",
     f'the new first stop on the "{lst["name"]}" list',
-    [Value(first["address"], first["address"])],
+    first["address"],
     stale=lst["first"]["address"],
     context={"date": lst["day"]},
   )

@@ -11,6 +11,8 @@ from compoworld.tasks.rubric import exists, record_is, where
 from envs._facets_common import (
   colleague,
   day_label,
+  found_one,
+  found_time,
   future_slot,
   future_time,
   iso,
@@ -86,22 +88,15 @@ def _upcoming(ctx: AuthorContext, suffix: str = "call", **fields) -> dict:
 @facets.source(S, "url")
 def join_link(ctx: AuthorContext) -> Found:
   meeting = _upcoming(ctx)
-  return Found(
-    "url",
-    f'the join link of the "{meeting["topic"]}" video meeting',
-    [Value(meeting["join_url"], meeting["join_url"])],
+  return found_one(
+    "url", f'the join link of the "{meeting["topic"]}" video meeting', meeting["join_url"]
   )
 
 
 @facets.source(S, "datetime")
 def meeting_start(ctx: AuthorContext) -> Found:
   meeting = _upcoming(ctx, suffix="review")
-  return Found(
-    "datetime",
-    f'when the "{meeting["topic"]}" video meeting starts',
-    [Value(meeting["start"], time_label(meeting["start"]))],
-    context={"date": meeting["start"][:10]},
-  )
+  return found_time(f'when the "{meeting["topic"]}" video meeting starts', meeting["start"])
 
 
 @facets.source(S, "person.email")
@@ -197,10 +192,8 @@ def transcript_action_item(ctx: AuthorContext) -> Found:
   text = ctx.call(S, "get_transcript", meeting_id=found["id"])["text"]
   item = next(x for x in text.splitlines() if "Action item: " in x).split("Action item: ")[1]
   item = item.rstrip(".")
-  return Found(
-    "text",
-    f'the action item agreed in the "{found["topic"]}" meeting (see its transcript)',
-    [Value(item, item)],
+  return found_one(
+    "text", f'the action item agreed in the "{found["topic"]}" meeting (see its transcript)', item
   )
 
 
@@ -213,10 +206,8 @@ def recording_link(ctx: AuthorContext) -> Found:
     for r in ctx.call(S, "list_recordings", query=meeting["topic"])["items"]
     if r["topic"] == meeting["topic"]
   )
-  return Found(
-    "url",
-    f'the shared recording link of the "{meeting["topic"]}" meeting',
-    [Value(rec["share_url"], rec["share_url"])],
+  return found_one(
+    "url", f'the shared recording link of the "{meeting["topic"]}" meeting', rec["share_url"]
   )
 
 
@@ -242,12 +233,7 @@ def their_office_hours(ctx: AuthorContext, found: Found) -> Found:
   for session in sessions:
     regs = ctx.call(S, "list_registrants", meeting_id=session["id"], limit=100)["items"]
     if any(r["email"] == email for r in regs):
-      return Found(
-        "datetime",
-        f'when the "{title}" session they registered for starts',
-        [Value(session["start"], time_label(session["start"]))],
-        context={"date": session["start"][:10]},
-      )
+      return found_time(f'when the "{title}" session they registered for starts', session["start"])
   return None
 
 
@@ -278,21 +264,16 @@ def _company_demo(ctx: AuthorContext, company: str) -> tuple[dict, str]:
 @facets.lookup(S, "company.name", "url")
 def company_demo_link(ctx: AuthorContext, found: Found) -> Found:
   meeting, day = _company_demo(ctx, str(found.values[0].value))
-  return Found(
-    "url",
-    f"the join link of the product demo for that company on {day}",
-    [Value(meeting["join_url"], meeting["join_url"])],
+  return found_one(
+    "url", f"the join link of the product demo for that company on {day}", meeting["join_url"]
   )
 
 
 @facets.lookup(S, "company.name", "datetime")
 def company_demo_time(ctx: AuthorContext, found: Found) -> Found:
   meeting, day = _company_demo(ctx, str(found.values[0].value))
-  return Found(
-    "datetime",
-    f"the start time of the product demo for that company on {day}",
-    [Value(meeting["start"], time_label(meeting["start"]))],
-    context={"date": meeting["start"][:10]},
+  return found_time(
+    f"the start time of the product demo for that company on {day}", meeting["start"]
   )
 
 
@@ -384,12 +365,7 @@ for kind in ("text", "url"):
 
 def _start_first(ctx: AuthorContext) -> tuple[Found, dict]:
   meeting = _upcoming(ctx, suffix="planning session")
-  found = Found(
-    "datetime",
-    f'when the "{meeting["topic"]}" video meeting starts',
-    [Value(meeting["start"], time_label(meeting["start"]))],
-    context={"date": meeting["start"][:10]},
-  )
+  found = found_time(f'when the "{meeting["topic"]}" video meeting starts', meeting["start"])
   return found, meeting
 
 
@@ -402,12 +378,8 @@ def _reschedule(ctx: AuthorContext, meeting: dict, v: Value) -> None:
 
 def _start_second(ctx: AuthorContext, meeting: dict) -> Found:
   now = ctx.call(S, "get_meeting", meeting_id=meeting["id"])
-  return Found(
-    "datetime",
-    f'the new start time of "{meeting["topic"]}"',
-    [Value(now["start"], time_label(now["start"]))],
-    stale=meeting["start"],
-    context={"date": now["start"][:10]},
+  return found_time(
+    f'the new start time of "{meeting["topic"]}"', now["start"], stale=meeting["start"]
   )
 
 

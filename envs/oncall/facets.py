@@ -10,7 +10,7 @@ from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
 from compoworld.tasks.task import Patch
-from envs._facets_common import colleague, employee, iso, time_label
+from envs._facets_common import colleague, employee, found_one, found_time, iso, time_label
 from envs._world import world
 from envs.oncall.state import ALERTS
 
@@ -76,7 +76,7 @@ def on_call_now(ctx: AuthorContext) -> Found:
   svc = ctx.choice(_services(ctx))
   found = _find_service(ctx, svc.name)
   who = ctx.call(S, "get_oncall", service_id=found["id"])["email"]
-  return Found("person.email", f"who is on call for {svc.name} right now", [Value(who, who)])
+  return found_one("person.email", f"who is on call for {svc.name} right now", who)
 
 
 def _note(n: int, at: datetime, author: str, kind: str, text: str) -> dict:
@@ -124,10 +124,8 @@ def incident_responder(ctx: AuthorContext) -> Found:
     if i["title"] == title
   )  # fmt: skip
   incident = ctx.call(S, "get_incident", incident_id=hit["id"])
-  return Found(
-    "person.email",
-    f'the responder handling the open "{title}" incident',
-    [Value(incident["assignee"], incident["assignee"])],
+  return found_one(
+    "person.email", f'the responder handling the open "{title}" incident', incident["assignee"]
   )
 
 
@@ -171,12 +169,7 @@ def next_shift_start(ctx: AuthorContext) -> Found:
   if shift is None:
     raise AuthoringError("no_shift_ahead", email)
   name = world(ctx.env.seed).person(email).name
-  return Found(
-    "datetime",
-    f"when {name}'s next shift on the {sched.name} schedule starts",
-    [Value(shift["start"], time_label(shift["start"]))],
-    context={"date": shift["start"][:10]},
-  )
+  return found_time(f"when {name}'s next shift on the {sched.name} schedule starts", shift["start"])
 
 
 # --- lookups -------------------------------------------------------------------------------
@@ -194,10 +187,10 @@ def on_call_at(ctx: AuthorContext, found: Found) -> Found | None:
   svc = ctx.choice(svcs)
   hit = _find_service(ctx, svc.name)
   who = ctx.call(S, "get_oncall", service_id=hit["id"], at=iso(at))["email"]
-  return Found(
+  return found_one(
     "person.email",
     f"who is on call for {svc.name} at that time",
-    [Value(who, who)],
+    who,
     answer=f"{who} is on call for {svc.name} at {time_label(iso(at))}.",
   )
 
@@ -237,12 +230,10 @@ def next_shift_of(ctx: AuthorContext, found: Found) -> Found | None:
   shift = _next_shift(ctx, email, mine)
   if shift is None:
     return None
-  return Found(
-    "datetime",
+  return found_time(
     "when their next on-call shift starts",
-    [Value(shift["start"], time_label(shift["start"]))],
+    shift["start"],
     answer=f"Their next on-call shift starts at {time_label(shift['start'])}.",
-    context={"date": shift["start"][:10]},
   )
 
 
@@ -479,10 +470,10 @@ def _cover_first(ctx: AuthorContext) -> tuple[Found, dict]:
     "at": at,
     "email": now["email"],
   }
-  found = Found(
+  found = found_one(
     "person.email",
     f"who is on call for {svc.name} at {time_label(iso(at))}",
-    [Value(now["email"], now["email"])],
+    now["email"],
     context={"date": iso(at)[:10]},
   )
   return found, target
@@ -496,10 +487,10 @@ def _cover(ctx: AuthorContext, t: dict, v: Value) -> None:
 
 def _cover_second(ctx: AuthorContext, t: dict) -> Found:
   now = ctx.call(S, "get_oncall", service_id=t["service_id"], at=iso(t["at"]))
-  return Found(
+  return found_one(
     "person.email",
     f"who is now on call for {t['service']} at {time_label(iso(t['at']))}",
-    [Value(now["email"], now["email"])],
+    now["email"],
     stale=t["email"],
   )
 

@@ -8,7 +8,7 @@ from datetime import date
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
-from envs._facets_common import amount_of, currency_of, home_money, in_use, iso, topic
+from envs._facets_common import amount_of, currency_of, found_day, home_money, in_use, iso, topic
 from envs._world import world
 from envs.payroll.service import Compensation, _payslip
 
@@ -164,12 +164,7 @@ def spot_bonuses(ctx: AuthorContext) -> Found:
 @facets.source(S, "date")
 def draft_pay_date(ctx: AuthorContext) -> Found:
   run = _draft_run(ctx, ctx.choice(("monthly", "semi_monthly")))
-  return Found(
-    "date",
-    f"the pay date of {_run_name(run)}",
-    [Value(run["pay_date"], run["pay_date"])],
-    context={"date": run["pay_date"]},
-  )
+  return found_day(f"the pay date of {_run_name(run)}", run["pay_date"])
 
 
 # --- lookups -------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from datetime import date, datetime, timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
-from envs._facets_common import employee, iso, topic, user_email
+from envs._facets_common import employee, found_day, found_one, iso, topic, user_email
 
 S = "projects"
 
@@ -90,10 +90,10 @@ def task_assignee(ctx: AuthorContext) -> Found:
   title = f"{topic(ctx)}: {ctx.choice(STEPS)}"
   _put_task(ctx, project, title, assignee=_assignee(ctx, project), status="in_progress")
   task = _find_task(ctx, title)
-  return Found(
+  return found_one(
     "person.email",
     f'the person assigned to the "{title}" task in the {project.name} project',
-    [Value(task["assignee"], task["assignee"])],
+    task["assignee"],
   )
 
 
@@ -104,7 +104,7 @@ def project_lead(ctx: AuthorContext) -> Found:
     p for p in ctx.call(S, "list_projects", query=project.name)["items"] if p["id"] == project.id
   )
   lead = ctx.call(S, "get_project", project_id=hit["id"])["lead"]
-  return Found("person.email", f"the lead of the {project.name} project", [Value(lead, lead)])
+  return found_one("person.email", f"the lead of the {project.name} project", lead)
 
 
 @facets.source(S, "date")
@@ -116,11 +116,8 @@ def task_due_date(ctx: AuthorContext) -> Found:
     ctx, project, title, assignee=_assignee(ctx, project), status="todo", due_date=due.isoformat()
   )
   task = _find_task(ctx, title)
-  return Found(
-    "date",
-    f'the due date of the "{title}" task in the {project.name} project',
-    [Value(task["due_date"], task["due_date"])],
-    context={"date": task["due_date"]},
+  return found_day(
+    f'the due date of the "{title}" task in the {project.name} project', task["due_date"]
   )
 
 
@@ -235,10 +232,10 @@ def most_urgent_task(ctx: AuthorContext, found: Found) -> Found | None:
   task = _soonest_task(ctx, found.values[0].value)
   if task is None:
     return None
-  return Found(
+  return found_one(
     "title",
     "the title of their unfinished task that is due soonest",
-    [Value(task["title"], task["title"])],
+    task["title"],
     answer=f'Their most urgent task is "{task["title"]}", due {task["due_date"]}.',
   )
 
@@ -248,12 +245,10 @@ def next_due_date(ctx: AuthorContext, found: Found) -> Found | None:
   task = _soonest_task(ctx, found.values[0].value)
   if task is None:
     return None
-  return Found(
-    "date",
+  return found_day(
     "the due date of their unfinished task that is due soonest",
-    [Value(task["due_date"], task["due_date"])],
+    task["due_date"],
     answer=f'Their next deadline is {task["due_date"]} ("{task["title"]}").',
-    context={"date": task["due_date"]},
   )
 
 
@@ -465,10 +460,10 @@ def _assignee_first(ctx: AuthorContext) -> tuple[Found, dict]:
   title = f"{topic(ctx)}: {ctx.choice(STEPS)}"
   _put_task(ctx, project, title, assignee=_assignee(ctx, project), status="in_progress")
   task = _find_task(ctx, title)
-  found = Found(
+  found = found_one(
     "person.email",
     f'who is working on the "{title}" task in the {project.name} project',
-    [Value(task["assignee"], task["assignee"])],
+    task["assignee"],
   )
   return found, {**task, "project": project.name}
 
@@ -483,10 +478,10 @@ def _reassign(ctx: AuthorContext, t: dict, v: Value) -> None:
 
 def _assignee_second(ctx: AuthorContext, t: dict) -> Found:
   now = ctx.call(S, "get_task", task_id=t["id"])
-  return Found(
+  return found_one(
     "person.email",
     f'the new assignee of the "{t["title"]}" task',
-    [Value(now["assignee"], now["assignee"])],
+    now["assignee"],
     stale=t["assignee"],
   )
 

@@ -13,6 +13,8 @@ from envs._facets_common import (
   colleague,
   day_of,
   employee,
+  found_day,
+  found_one,
   iso,
   money,
   s0_now,
@@ -142,10 +144,10 @@ def vendor_contact(ctx: AuthorContext) -> Found:
   po = _find(ctx, _put_order(ctx, "approved", [(item, ctx.choice((20, 40, 60)))])["reference"])
   vendor = ctx.call(S, "get_vendor", vendor_id=po["vendor_id"])
   email = vendor["contact_email"].lower()
-  return Found(
+  return found_one(
     "person.email",
     f"the email address of our contact at the vendor of purchase order {po['reference']}",
-    [Value(email, email)],
+    email,
   )
 
 
@@ -187,10 +189,10 @@ def requested_order_number(ctx: AuthorContext) -> Found:
   (item,) = _goods(ctx, 1)
   _put_order(ctx, "approved", [(item, ctx.choice((20, 40, 60)))], requester=who.email)
   (order,) = ctx.call(S, "list_purchase_orders", requester=who.email)["items"]
-  return Found(
+  return found_one(
     "reference",
     f"the number of the purchase order {who.name} ({who.email}) raised for {item['name']} units",
-    [Value(order["reference"], order["reference"])],
+    order["reference"],
   )
 
 
@@ -198,11 +200,9 @@ def requested_order_number(ctx: AuthorContext) -> Found:
 def expected_delivery(ctx: AuthorContext) -> Found:
   (item,) = _goods(ctx, 1)
   po = _find(ctx, _put_order(ctx, "approved", [(item, ctx.choice((20, 40, 60)))])["reference"])
-  return Found(
-    "date",
+  return found_day(
     f"the day the goods on purchase order {po['reference']} are expected to arrive",
-    [Value(po["expected_date"], po["expected_date"])],
-    context={"date": po["expected_date"]},
+    po["expected_date"],
   )
 
 

@@ -8,7 +8,16 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import day_of, employee, fresh_number, iso, today, units, user_email
+from envs._facets_common import (
+  day_of,
+  employee,
+  found_one,
+  fresh_number,
+  iso,
+  today,
+  units,
+  user_email,
+)
 from envs._world import world
 from envs.quotes.service import _line, _totals
 
@@ -134,10 +143,10 @@ def accepted_quote_totals(ctx: AuthorContext) -> Found:
 def latest_quote_number(ctx: AuthorContext) -> Found:
   quote = _put_quote(ctx, status=ctx.choice(("sent", "accepted")), hours_ago=1)
   latest = ctx.call(S, "list_quotes", account=quote["account"], limit=1)["items"][0]
-  return Found(
+  return found_one(
     "reference",
     f"the number of the most recent quote for {quote['account']}",
-    [Value(latest["number"], latest["number"])],
+    latest["number"],
     answer=f"The most recent quote for {quote['account']} is {latest['number']}.",
   )
 
@@ -145,10 +154,8 @@ def latest_quote_number(ctx: AuthorContext) -> Found:
 @facets.source(S, "person.email")
 def quote_contact(ctx: AuthorContext) -> Found:
   q = _scenario_quote(ctx, status=ctx.choice(("draft", "sent")))
-  return Found(
-    "person.email",
-    f"the customer contact {_named(q)} is addressed to",
-    [Value(q["contact_email"], q["contact_email"])],
+  return found_one(
+    "person.email", f"the customer contact {_named(q)} is addressed to", q["contact_email"]
   )
 
 
@@ -360,9 +367,7 @@ facets.sink(
 def _product_first(ctx: AuthorContext) -> tuple[Found, dict]:
   q = _scenario_quote(ctx)
   line = q["lines"][0]
-  found = Found(
-    "sku", f"the SKU of the product on draft {_named(q)}", [Value(line["sku"], line["sku"])]
-  )
+  found = found_one("sku", f"the SKU of the product on draft {_named(q)}", line["sku"])
   return found, q
 
 

@@ -13,6 +13,8 @@ from envs._facets_common import (
   currency_of,
   day_of,
   employee,
+  found_day,
+  found_one,
   future_slot,
   future_time,
   iso,
@@ -166,10 +168,10 @@ def candidate_email(ctx: AuthorContext) -> Found:
   c = _candidate(ctx, ctx.choice(("applied", "screen")))
   hits = ctx.call(S, "search_candidates", query=c["name"])["items"]
   cand = next(h for h in hits if h["name"] == c["name"])
-  return Found(
+  return found_one(
     "person.email",
     f"the email address of {c['name']}, who applied for the {c['title']} role",
-    [Value(cand["email"], cand["email"])],
+    cand["email"],
   )
 
 
@@ -208,11 +210,9 @@ def offered_salary(ctx: AuthorContext) -> Found:
 def accepted_start_date(ctx: AuthorContext) -> Found:
   c = _candidate(ctx, "offer", (3, 4, 3), offer="accepted")
   offer = _open_offer(_application(ctx, c))
-  return Found(
-    "date",
+  return found_day(
     f"the start date in the offer {c['name']} accepted for the {c['title']} role",
-    [Value(offer["start_date"], offer["start_date"])],
-    context={"date": offer["start_date"]},
+    offer["start_date"],
   )
 
 
@@ -264,10 +264,10 @@ def newest_candidate_from(ctx: AuthorContext, found: Found) -> Found:
   )
   hits = ctx.call(S, "search_candidates", query=company)["items"]
   hit = next(h for h in hits if h["current_company"].lower() == company.lower())
-  return Found(
+  return found_one(
     "person.email",
     "the email address of the newest candidate in our pipeline who works there",
-    [Value(hit["email"], hit["email"])],
+    hit["email"],
   )
 
 

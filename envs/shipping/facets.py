@@ -9,7 +9,16 @@ from datetime import date, timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import colleague, day_of, fresh_number, iso, s0_now, today
+from envs._facets_common import (
+  colleague,
+  day_of,
+  found_day,
+  found_one,
+  fresh_number,
+  iso,
+  s0_now,
+  today,
+)
 from envs._world import CITIES, world
 from envs.shipping.state import CARRIERS, HOME_COUNTRY, LEVELS, tracking_number
 from envs.shipping.tools import ShippingService
@@ -111,11 +120,7 @@ def parcel_tracking(ctx: AuthorContext) -> Found:
   ref = _put_shipment(ctx, ctx.choice(("label_created", "in_transit")))["order_reference"]
   parcel = _parcel(ctx, ref)
   number = parcel["tracking_number"]
-  return Found(
-    "tracking.number",
-    f"the tracking number of the parcel for order {ref}",
-    [Value(number, number)],
-  )
+  return found_one("tracking.number", f"the tracking number of the parcel for order {ref}", number)
 
 
 @facets.source(S, "date")
@@ -124,12 +129,7 @@ def parcel_eta(ctx: AuthorContext) -> Found:
   parcel = _parcel(ctx, ref)
   tracked = ctx.call(S, "track_shipment", tracking_number=parcel["tracking_number"])
   day = tracked["estimated_delivery"]
-  return Found(
-    "date",
-    f"the day the parcel for order {ref} is expected to be delivered",
-    [Value(day, day)],
-    context={"date": day},
-  )
+  return found_day(f"the day the parcel for order {ref} is expected to be delivered", day)
 
 
 @facets.source(S, "person.name")
@@ -137,10 +137,8 @@ def parcel_recipient(ctx: AuthorContext) -> Found:
   ref = _put_shipment(ctx, ctx.choice(("label_created", "in_transit")))["order_reference"]
   parcel = _parcel(ctx, ref)
   name = parcel["recipient_name"]
-  return Found(
-    "person.name",
-    f"the name of the person the parcel for order {ref} is addressed to",
-    [Value(name, name)],
+  return found_one(
+    "person.name", f"the name of the person the parcel for order {ref} is addressed to", name
   )
 
 
@@ -150,11 +148,7 @@ def _address_of(ctx: AuthorContext) -> tuple[Found, dict]:
   ref = _put_shipment(ctx, level="ground")["order_reference"]
   parcel = _parcel(ctx, ref)
   where_to = f"{parcel['address']}, {parcel['city']}"
-  found = Found(
-    "location",
-    f"the delivery address of the parcel for order {ref}",
-    [Value(where_to, where_to)],
-  )
+  found = found_one("location", f"the delivery address of the parcel for order {ref}", where_to)
   return found, parcel
 
 
@@ -224,12 +218,10 @@ def delivery_day(ctx: AuthorContext, found: Found) -> Found:
   _ensure_parcel(ctx, tracking_number=number)
   tracked = ctx.call(S, "track_shipment", tracking_number=number)
   day = tracked["estimated_delivery"]
-  return Found(
-    "date",
+  return found_day(
     "the day that parcel is expected to be delivered",
-    [Value(day, day)],
+    day,
     answer=f"The parcel {number} is expected on {day}.",
-    context={"date": day},
   )
 
 
@@ -238,10 +230,10 @@ def tracking_for_order(ctx: AuthorContext, found: Found) -> Found:
   ref = str(found.values[0].value)
   _ensure_parcel(ctx, order_reference=ref)
   number = _parcel(ctx, ref)["tracking_number"]
-  return Found(
+  return found_one(
     "tracking.number",
     "the tracking number of the parcel shipped for that order",
-    [Value(number, number)],
+    number,
     answer=f"The parcel for {ref} has tracking number {number}.",
   )
 
@@ -423,10 +415,10 @@ def _new_tracking(ctx: AuthorContext, parcel: dict) -> Found:
   ref = parcel["order_reference"]
   live = ctx.call(S, "list_shipments", order_reference=ref, status="label_created")["items"]
   number = live[0]["tracking_number"]
-  return Found(
+  return found_one(
     "tracking.number",
     f"the new tracking number of the parcel for order {ref}",
-    [Value(number, number)],
+    number,
     stale=parcel["tracking_number"],
     answer=f"The new tracking number is {number}.",
   )

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from compoworld.tasks.authoring import AuthorContext
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
-from envs._facets_common import colleague, iso, topic, user_email
+from envs._facets_common import colleague, found_one, iso, topic, user_email
 from envs._world import world
 
 S = "simosphere"
@@ -35,11 +35,7 @@ def sender_of_request(ctx: AuthorContext) -> Found:
   )
   hit = ctx.call(S, "search_messages", query=about)["items"][0]
   msg = ctx.call(S, "read_message", message_id=hit["id"])
-  return Found(
-    "person.email",
-    f"the person who emailed me about {about}",
-    [Value(msg["sender"], msg["sender"])],
-  )
+  return found_one("person.email", f"the person who emailed me about {about}", msg["sender"])
 
 
 @facets.source(S, "person.email")

@@ -10,7 +10,16 @@ from datetime import datetime, timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import colleague, employee, future_time, iso, time_label, topic
+from envs._facets_common import (
+  colleague,
+  employee,
+  found_one,
+  found_time,
+  future_time,
+  iso,
+  time_label,
+  topic,
+)
 from envs._world import world
 
 S = "social_posts"
@@ -107,39 +116,28 @@ def _scenario_post(
 def post_image_link(ctx: AuthorContext) -> Found:
   post, about, net = _scenario_post(ctx, media=True)
   link = post["media_urls"][0]
-  return Found("url", f"the image link on our draft {net} post about {about}", [Value(link, link)])
+  return found_one("url", f"the image link on our draft {net} post about {about}", link)
 
 
 @facets.source(S, "datetime")
 def post_publish_time(ctx: AuthorContext) -> Found:
   post, about, net = _scenario_post(ctx, "scheduled")
   when = post["scheduled_at"]
-  return Found(
-    "datetime",
-    f"when our {net} post about {about} is scheduled to go out",
-    [Value(when, time_label(when))],
-    context={"date": when[:10]},
-  )
+  return found_time(f"when our {net} post about {about} is scheduled to go out", when)
 
 
 @facets.source(S, "person.email")
 def post_author(ctx: AuthorContext) -> Found:
   post, about, net = _scenario_post(ctx)
-  return Found(
-    "person.email",
-    f"the colleague who drafted our {net} post about {about}",
-    [Value(post["author"], post["author"])],
+  return found_one(
+    "person.email", f"the colleague who drafted our {net} post about {about}", post["author"]
   )
 
 
 @facets.source(S, "text")
 def published_post_text(ctx: AuthorContext) -> Found:
   post, about, net = _scenario_post(ctx, "published")
-  return Found(
-    "text",
-    f"the text of our published {net} post about {about}",
-    [Value(post["text"], post["text"])],
-  )
+  return found_one("text", f"the text of our published {net} post about {about}", post["text"])
 
 
 # --- lookups ---------------------------------------------------------------------------------
@@ -164,10 +162,10 @@ def draft_by_author(ctx: AuthorContext, found: Found) -> Found | None:
   profile = next(p for p in ctx.call(S, "list_profiles") if p["network"] == network)
   drafts = ctx.call(S, "list_posts", profile_id=profile["id"], status="draft", limit=100)["items"]
   post = next(p for p in drafts if p["author"] == email)
-  return Found(
+  return found_one(
     "text",
     f"the text of the draft {NETWORK_NAMES[network]} post they wrote",
-    [Value(post["text"], post["text"])],
+    post["text"],
     answer=f"Their draft {NETWORK_NAMES[network]} post says: {post['text']}",
   )
 
@@ -294,11 +292,8 @@ facets.sink(
 def _time_first(ctx: AuthorContext) -> tuple[Found, dict]:
   post, about, net = _scenario_post(ctx, "scheduled")
   target = {**post, "about": about, "net": net}
-  found = Found(
-    "datetime",
-    f"when our {net} post about {about} is scheduled to go out",
-    [Value(post["scheduled_at"], time_label(post["scheduled_at"]))],
-    context={"date": post["scheduled_at"][:10]},
+  found = found_time(
+    f"when our {net} post about {about} is scheduled to go out", post["scheduled_at"]
   )
   return found, target
 
@@ -306,12 +301,10 @@ def _time_first(ctx: AuthorContext) -> tuple[Found, dict]:
 def _time_second(ctx: AuthorContext, post: dict) -> Found:
   now = ctx.call(S, "get_post", post_id=post["id"])
   when = now["scheduled_at"]
-  return Found(
-    "datetime",
+  return found_time(
     f"the new publish time of our {post['net']} post about {post['about']}",
-    [Value(when, time_label(when))],
+    when,
     stale=post["scheduled_at"],  # the time the first read saw
-    context={"date": when[:10]},
     answer=f"The {post['net']} post about {post['about']} now goes out at {time_label(when)}.",
   )
 

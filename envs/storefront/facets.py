@@ -10,7 +10,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import amount_is, iso, money, s0_now
+from envs._facets_common import amount_is, found_one, iso, money, s0_now
 from envs._world import FIRST, LAST, STREETS, world
 from envs.storefront.state import _line, _priced
 
@@ -131,10 +131,10 @@ def order_customer_email(ctx: AuthorContext) -> Found:
   order = _get(
     ctx, _put_order(ctx, ctx.choice(("paid", "fulfilled")), _small_lines(ctx, 2))["reference"]
   )
-  return Found(
+  return found_one(
     "person.email",
     f"the email address of the customer who placed order {order['reference']}",
-    [Value(order["email"], order["email"])],
+    order["email"],
   )
 
 
@@ -206,11 +206,7 @@ def order_skus(ctx: AuthorContext) -> Found:
 def order_tracking(ctx: AuthorContext) -> Found:
   order = _get(ctx, _put_order(ctx, "fulfilled", _small_lines(ctx, 1))["reference"])
   number = order["tracking_number"]
-  return Found(
-    "tracking.number",
-    f"the tracking number of order {order['reference']}",
-    [Value(number, number)],
-  )
+  return found_one("tracking.number", f"the tracking number of order {order['reference']}", number)
 
 
 @facets.source(S, "reference")
@@ -221,10 +217,10 @@ def latest_order_number(ctx: AuthorContext) -> Found:
   hits = ctx.call(S, "search_customers", query=customer.name)["items"]
   hit = next(c for c in hits if c["name"] == customer.name)
   latest = ctx.call(S, "get_customer_orders", customer_id=hit["id"], limit=1)["items"][0]
-  return Found(
+  return found_one(
     "reference",
     f"the number of the most recent order {customer.name} placed in our shop",
-    [Value(latest["reference"], latest["reference"])],
+    latest["reference"],
   )
 
 

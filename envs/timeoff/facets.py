@@ -8,7 +8,7 @@ from datetime import date, timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import day_label, day_of, in_use, iso, today, user_email
+from envs._facets_common import day_label, day_of, found_day, in_use, iso, today, user_email
 from envs.timeoff.service import NOTES, Employee, _business_days, _overlapping
 
 S = "timeoff"
@@ -154,12 +154,7 @@ def off_on_day(ctx: AuthorContext) -> Found:
 @facets.source(S, "date")
 def vacation_start(ctx: AuthorContext) -> Found:
   emp, req = _pending_vacation(ctx)
-  return Found(
-    "date",
-    f"the first day of the vacation {_who(emp)} has requested",
-    [Value(req["start_date"], req["start_date"])],
-    context={"date": req["start_date"]},
-  )
+  return found_day(f"the first day of the vacation {_who(emp)} has requested", req["start_date"])
 
 
 @facets.source(S, "number")
@@ -335,12 +330,7 @@ facets.sink(
 def _vacation_first(ctx: AuthorContext) -> tuple[Found, dict]:
   emp, req = _pending_vacation(ctx)
   balance = ctx.call(S, "get_balance", employee_id=emp.id, policy_id="vacation")[0]
-  found = Found(
-    "date",
-    f"the first day of the vacation {_who(emp)} has requested",
-    [Value(req["start_date"], req["start_date"])],
-    context={"date": req["start_date"]},
-  )
+  found = found_day(f"the first day of the vacation {_who(emp)} has requested", req["start_date"])
   return found, {
     "id": req["id"],
     "employee": emp.id,

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
-from envs._facets_common import iso, topic, user_email
+from envs._facets_common import found_one, iso, topic, user_email
 from envs._world import world
 from envs.warehouse.state import execute
 
@@ -83,11 +83,11 @@ def top_customer(ctx: AuthorContext) -> Found:
   )
   if rows[0][0] != expected:
     raise AuthoringError("warehouse_leader_mismatch")
-  return Found(
+  return found_one(
     "company.name",
     f"the customer that brought in the most revenue (completed and shipped orders) in "
     f"{_month_name(month)}",
-    [Value(rows[0][0], rows[0][0])],
+    rows[0][0],
   )
 
 
@@ -109,11 +109,11 @@ def best_seller(ctx: AuthorContext) -> Found:
   )
   if rows[0][0] != expected:
     raise AuthoringError("warehouse_leader_mismatch")
-  return Found(
+  return found_one(
     "sku",
     f"the SKU of the product with the most units ordered in {_month_name(month)} (cancelled "
     "orders aside)",
-    [Value(rows[0][0], rows[0][0])],
+    rows[0][0],
   )
 
 
@@ -190,10 +190,10 @@ def _export_scenario(ctx: AuthorContext) -> dict:
 @facets.source(S, "url")
 def latest_export_link(ctx: AuthorContext) -> Found:
   t = _export_scenario(ctx)
-  return Found(
+  return found_one(
     "url",
     f'the download link of the latest export of the "{t["name"]}" saved query in the warehouse',
-    [Value(t["url"], t["url"])],
+    t["url"],
   )
 
 
@@ -211,10 +211,10 @@ def account_manager(ctx: AuthorContext, found: Found) -> Found | None:
     return None
   rows = _query(ctx, f"SELECT account_manager FROM customers WHERE name = {_q(customer.name)}")
   email = rows[0][0]
-  return Found(
+  return found_one(
     "person.email",
     f"the email address of {customer.name}'s account manager (from the warehouse)",
-    [Value(email, email)],
+    email,
   )
 
 
@@ -274,10 +274,10 @@ def top_buyer(ctx: AuthorContext, found: Found) -> Found | None:
   )
   if rows[0][0] != expected:
     return None
-  return Found(
+  return found_one(
     "company.name",
     "the customer that has spent the most on that product (cancelled orders aside)",
-    [Value(rows[0][0], rows[0][0])],
+    rows[0][0],
   )
 
 
@@ -363,10 +363,10 @@ facets.sink(
 
 def _export_first(ctx: AuthorContext) -> tuple[Found, dict]:
   t = _export_scenario(ctx)
-  found = Found(
+  found = found_one(
     "url",
     f'the download link of the latest warehouse export of the "{t["name"]}" saved query',
-    [Value(t["url"], t["url"])],
+    t["url"],
   )
   return found, t
 
@@ -406,12 +406,7 @@ def _export_check(column: str):
 
 def _export_second(ctx: AuthorContext, t: dict) -> Found:
   latest = ctx.call(S, "list_exports", limit=1)["items"][0]
-  return Found(
-    "url",
-    "the download link of that new export",
-    [Value(latest["url"], latest["url"])],
-    stale=t["url"],
-  )
+  return found_one("url", "the download link of that new export", latest["url"], stale=t["url"])
 
 
 for kind, column, one in (
