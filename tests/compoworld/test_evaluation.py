@@ -28,6 +28,7 @@ from compoworld.tasks.splits import split_by_services
 from compoworld.tasks.task import save_tasks
 from envs.scenarios import community_meetup
 from experiments.common import write_summary
+from tests.compoworld.recorded import URL, completion, mock_http
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -233,23 +234,13 @@ def test_samples_play_on_independent_forks(tasks):
 # --- an OpenAI-compatible endpoint, recorded -------------------------------------------------
 
 
-def completion(message):
-  return {
-    "id": "rec",
-    "object": "chat.completion",
-    "created": 0,
-    "model": "recorded",
-    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-  }
-
-
 def openai_kwargs(handler):
   return {
     "model": "recorded",
-    "base_url": "http://recorded.test/v1",
+    "base_url": URL,
     "api_key": "k",
     "max_retries": 0,
-    "http_client": httpx2.Client(transport=httpx2.MockTransport(handler)),
+    "http_client": mock_http(handler),
   }
 
 

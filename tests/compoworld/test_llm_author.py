@@ -3,47 +3,18 @@
 import json
 import random
 
-import httpx2
 import pytest
 
 from compoworld import registry
 from compoworld.agents.llm_author import LLMAuthor
 from compoworld.compose.env import ComposedEnv
-from compoworld.llm import extract_json, make_client
+from compoworld.llm import extract_json
 from compoworld.tasks.authoring import AuthoringError, realize
 from compoworld.tasks.facets import facets
 from compoworld.tasks.generate import generate_one
 from compoworld.tasks.task import gate_failures
 from compoworld.tasks.walks import sample_single_walk, sample_walk
-
-
-def completion(message: dict) -> dict:
-  return {
-    "id": "rec",
-    "object": "chat.completion",
-    "created": 0,
-    "model": "recorded",
-    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-  }
-
-
-class Recorded:
-  """A fake endpoint: answers requests in order and keeps what it was sent."""
-
-  def __init__(self, answers):
-    self.answers, self.requests = list(answers), []
-
-  def __call__(self, request):
-    self.requests.append(json.loads(request.content))
-    return httpx2.Response(200, json=completion(self.answers.pop(0)))
-
-
-def client_for(recorded):
-  return make_client(
-    base_url="http://recorded.test/v1",
-    api_key="k",
-    http_client=httpx2.Client(transport=httpx2.MockTransport(recorded)),
-  )
+from tests.compoworld.recorded import Recorded, client_for
 
 
 def distractor(walk):

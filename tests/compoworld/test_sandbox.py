@@ -25,6 +25,7 @@ from compoworld.synthesis import sandbox
 from compoworld.synthesis.sandbox import SandboxUnavailable
 from compoworld.synthesis.synthesizer import load_synthesized, run_sandboxed
 from compoworld.tasks.rubric import evaluate
+from tests.compoworld.recorded import Recorded, client_for
 from tests.compoworld.test_synthesis import (
   BROKEN,
   GOOD,
@@ -34,7 +35,6 @@ from tests.compoworld.test_synthesis import (
   needs_sandbox,
   synthesizer,
 )
-from tests.compoworld.test_world_model import Recorded, client_for
 
 PACKAGE = Path(sandbox.__file__).resolve().parent
 

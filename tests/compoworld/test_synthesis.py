@@ -3,10 +3,8 @@
 import json
 from pathlib import Path
 
-import httpx2
 import pytest
 
-from compoworld.llm import make_client
 from compoworld.runtime.registry import Registry
 from compoworld.specs.build import (
   COMPILER_VERSION,
@@ -23,6 +21,7 @@ from compoworld.synthesis.synthesizer import (
   run_sandboxed,
 )
 from compoworld.tasks.facets import FacetRegistry
+from tests.compoworld.recorded import Recorded, client_for
 
 UNAVAILABLE = unavailable_reason()
 #: Tests that run generated code skip, saying why, where the sandbox cannot be set up.
@@ -73,29 +72,9 @@ SPEC = ServiceSpec(
 )  # fmt: skip
 
 
-def completion(content):
-  message = {"role": "assistant", "content": content}
-  return {"id": "r", "object": "chat.completion", "created": 0, "model": "recorded",
-          "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
-
-
-class Recorded:
-  def __init__(self, answers):
-    self.answers, self.requests = list(answers), []
-
-  def __call__(self, request):
-    self.requests.append(json.loads(request.content))
-    return httpx2.Response(200, json=completion(self.answers.pop(0)))
-
-
 def synthesizer(answers, tmp_path, **kwargs):
   recorded = Recorded(answers)
-  client = make_client(
-    base_url="http://recorded.test/v1",
-    api_key="k",
-    http_client=httpx2.Client(transport=httpx2.MockTransport(recorded)),
-  )
-  return Synthesizer(client, "recorded", tmp_path / "synth", **kwargs), recorded
+  return Synthesizer(client_for(recorded), "recorded", tmp_path / "synth", **kwargs), recorded
 
 
 @needs_sandbox

@@ -14,6 +14,7 @@ from compoworld.agents.trajectories import collect_trajectories, load_trajectori
 from compoworld.compose.env import META_TOOLS
 from compoworld.tasks.generate import generate_tasks
 from compoworld.tasks.task import save_tasks
+from tests.compoworld.recorded import URL, Recorded, mock_http
 
 
 @pytest.fixture(scope="module")
@@ -23,33 +24,12 @@ def tasks():
   return tasks
 
 
-def completion(message: dict) -> dict:
-  return {
-    "id": "rec",
-    "object": "chat.completion",
-    "created": 0,
-    "model": "recorded",
-    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-  }
-
-
-class Recorded:
-  """A fake endpoint: answers requests in order and keeps what it was sent."""
-
-  def __init__(self, answers):
-    self.answers, self.requests = list(answers), []
-
-  def __call__(self, request):
-    self.requests.append(json.loads(request.content))
-    return httpx2.Response(200, json=completion(self.answers.pop(0)))
-
-
 def recorded_agent(handler, **kwargs):
   return OpenAIAgent(
     model="recorded-model",
-    base_url="http://recorded.test/v1",
+    base_url=URL,
     api_key="k",
-    http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+    http_client=mock_http(handler),
     **kwargs,
   )
 
@@ -147,12 +127,10 @@ def test_tool_steps_pair_calls_with_results_in_order():
 def test_agent_errors_are_counted_not_raised(tasks, tmp_path):
   kwargs = {
     "model": "down",
-    "base_url": "http://recorded.test/v1",
+    "base_url": URL,
     "api_key": "k",
     "max_retries": 0,
-    "http_client": httpx2.Client(
-      transport=httpx2.MockTransport(lambda r: httpx2.Response(500, json={}))
-    ),
+    "http_client": mock_http(lambda r: httpx2.Response(500, json={})),
   }
   summary = collect_trajectories(
     tasks[:2], tmp_path, agent="openai", agent_kwargs=kwargs, progress=False

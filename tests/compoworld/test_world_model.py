@@ -3,10 +3,8 @@
 import json
 from pathlib import Path
 
-import httpx2
 import pytest
 
-from compoworld.llm import make_client
 from compoworld.specs.compiler import compile_service
 from compoworld.specs.ingest import read_specs
 from compoworld.specs.world_model import (
@@ -16,39 +14,9 @@ from compoworld.specs.world_model import (
   check_patch,
   make_world_model,
 )
+from tests.compoworld.recorded import Recorded, client_for
 
 DATA = Path(__file__).parent / "data"
-
-
-def completion(content: str) -> dict:
-  return {
-    "id": "rec",
-    "object": "chat.completion",
-    "created": 0,
-    "model": "recorded",
-    "choices": [
-      {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-    ],
-  }
-
-
-class Recorded:
-  """A fake endpoint: answers requests in order and keeps what it was sent."""
-
-  def __init__(self, answers):
-    self.answers, self.requests = list(answers), []
-
-  def __call__(self, request):
-    self.requests.append(json.loads(request.content))
-    return httpx2.Response(200, json=completion(self.answers.pop(0)))
-
-
-def client_for(recorded):
-  return make_client(
-    base_url="http://recorded.test/v1",
-    api_key="k",
-    http_client=httpx2.Client(transport=httpx2.MockTransport(recorded)),
-  )
 
 
 @pytest.fixture

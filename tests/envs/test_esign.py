@@ -35,10 +35,8 @@ def draft(esign, *signers):
   return env["id"]
 
 
-def test_seeded_data_is_deterministic_and_sized():
-  a, b = EsignService.create(seed=5), EsignService.create(seed=5)
-  assert a.state_hash() == b.state_hash()
-  assert a.state_hash() != EsignService.create(seed=6).state_hash()
+def test_seeded_data_is_sized():
+  a = EsignService.create(seed=5)
   assert len(a.state.envelopes) == 30 and len(a.state.templates) == 6
   assert len(EsignService.create(seed=5, size=90).state.envelopes) == 90
   envs = list(a.state.envelopes)

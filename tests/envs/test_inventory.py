@@ -21,10 +21,8 @@ def other_warehouse(inv, code):
   return next(w for w in inv.state.warehouses.ids() if w != code)
 
 
-def test_seeded_data_is_deterministic_and_sized():
-  a, b = InventoryService.create(seed=5), InventoryService.create(seed=5)
-  assert a.state_hash() == b.state_hash()
-  assert a.state_hash() != InventoryService.create(seed=6).state_hash()
+def test_seeded_data_is_sized():
+  a = InventoryService.create(seed=5)
   physical = {p.sku for p in world(5).products if p.weight_kg > 0}
   assert set(a.state.products.ids()) == physical
   assert len(a.state.levels) == len(physical) * len(a.state.warehouses)

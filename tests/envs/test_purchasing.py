@@ -27,10 +27,8 @@ def an_item(pur, cheap=True):
   return items[0] if cheap else items[-1]
 
 
-def test_seeded_data_is_deterministic_and_sized():
-  a, b = PurchasingService.create(seed=5), PurchasingService.create(seed=5)
-  assert a.state_hash() == b.state_hash()
-  assert a.state_hash() != PurchasingService.create(seed=6).state_hash()
+def test_seeded_data_is_sized():
+  a = PurchasingService.create(seed=5)
   assert len(a.state.orders) == 24
   assert len(PurchasingService.create(seed=5, size=120).state.orders) == 120
   assert {v.name for v in a.state.vendors} == {v.name for v in world(5).vendors}

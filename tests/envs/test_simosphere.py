@@ -23,10 +23,8 @@ def document(sim, title):
   return call_ok(sim, "list_documents", {"query": title})["items"][0]
 
 
-def test_seeded_data_is_deterministic_and_sized():
-  a, b = SimosphereService.create(seed=5), SimosphereService.create(seed=5)
-  assert a.state_hash() == b.state_hash()
-  assert a.state_hash() != SimosphereService.create(seed=6).state_hash()
+def test_seeded_data_is_sized():
+  a = SimosphereService.create(seed=5)
   msgs = list(a.state.messages)
   assert len(msgs) == 40 and 10 <= len({m.thread_id for m in msgs}) <= 20
   folders = Counter(m.folder for m in msgs)
