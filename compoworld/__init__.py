@@ -11,6 +11,7 @@ Its folders:
 - ``agents``: agents, episodes, evaluation, trajectories and the LLM author.
 - ``serve``: a task's environment over MCP, and MCP tool JSON for every service.
 - ``llm``: the one way CompoWorld talks to a language model.
+- ``jsonl``: reading and writing the JSON-lines files tasks and trajectories are stored in.
 """
 
 from compoworld.compose.env import META_TOOL_NAMES, META_TOOLS, ComposedEnv

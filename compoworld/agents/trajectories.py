@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from compoworld.agents.agent import AgentError, make_agent
 from compoworld.agents.episode import Trajectory, parse_arguments, run_episode
+from compoworld.jsonl import read_lines, write_lines
 from compoworld.tasks.task import Task
 
 TRAJECTORIES_FILE, SFT_FILE = "trajectories.jsonl", "sft.jsonl"
@@ -66,24 +67,15 @@ def trajectory_record(traj: Trajectory, model: str | None = None) -> dict[str, A
 def load_trajectories(path: str | Path) -> list[dict[str, Any]]:
   """Reads ``trajectories.jsonl`` or ``sft.jsonl``; errors name the bad line."""
   records = []
-  with open(path, encoding="utf-8") as f:
-    for lineno, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError as err:
-        raise ValueError(f"{path}:{lineno}: not JSON: {err}") from err
-      if not isinstance(record, dict) or not isinstance(record.get("messages"), list):
-        raise ValueError(f"{path}:{lineno}: a trajectory record needs a 'messages' list")
-      records.append(record)
+  for lineno, line in read_lines(path):
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError as err:
+      raise ValueError(f"{path}:{lineno}: not JSON: {err}") from err
+    if not isinstance(record, dict) or not isinstance(record.get("messages"), list):
+      raise ValueError(f"{path}:{lineno}: a trajectory record needs a 'messages' list")
+    records.append(record)
   return records
-
-
-def _write_jsonl(records: Sequence[dict[str, Any]], path: Path) -> None:
-  with open(path, "w", encoding="utf-8") as f:
-    for record in records:
-      f.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def collect_trajectories(
@@ -138,8 +130,8 @@ def collect_trajectories(
 
   workdir = Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
-  _write_jsonl(records, workdir / TRAJECTORIES_FILE)
-  _write_jsonl(kept, workdir / SFT_FILE)
+  write_lines(records, workdir / TRAJECTORIES_FILE)
+  write_lines(kept, workdir / SFT_FILE)
   n_calls = sum(r["tool_calls"] for r in records)
 
   def mean(key: str) -> float:

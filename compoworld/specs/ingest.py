@@ -22,6 +22,7 @@ from typing import Any
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
+from compoworld.jsonl import read_lines
 from compoworld.runtime.domains import DOMAINS
 from compoworld.specs.naming import slug, tokens
 
@@ -320,17 +321,14 @@ def _tool_entries(obj: Any, where: str) -> Iterator[dict[str, Any]]:
 def _records(path: Path) -> Iterator[dict[str, Any]]:
   """Corpus-shaped records from a .jsonl corpus, or a .json tools/list answer (one server)."""
   if path.suffix == ".jsonl":
-    with open(path, encoding="utf-8") as f:
-      for lineno, line in enumerate(f, 1):
-        if not line.strip():
-          continue
-        try:
-          record = json.loads(line)
-        except json.JSONDecodeError as err:
-          raise ValueError(f"{path}:{lineno}: not JSON ({err.msg})") from None
-        if not isinstance(record, dict) or "name" not in record:
-          raise ValueError(f"{path}:{lineno}: a spec line needs at least 'name' and 'server'")
-        yield record
+    for lineno, line in read_lines(path):
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError as err:
+        raise ValueError(f"{path}:{lineno}: not JSON ({err.msg})") from None
+      if not isinstance(record, dict) or "name" not in record:
+        raise ValueError(f"{path}:{lineno}: a spec line needs at least 'name' and 'server'")
+      yield record
     return
   obj = json.loads(path.read_text(encoding="utf-8"))
   servers = obj if isinstance(obj, dict) and "tools" not in obj and "result" not in obj else None

@@ -7,7 +7,6 @@ stored content hash. ``g`` is stored as the hash of the state the reference solu
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -15,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from compoworld.compose.env import ComposedEnv
+from compoworld.jsonl import read_lines, write_lines
 from compoworld.runtime.envelope import Envelope
 from compoworld.tasks.rubric import Criterion, VerifyResult, verify
 
@@ -123,24 +123,18 @@ def apply_patch(env: ComposedEnv, patch: Patch) -> None:
 def load_tasks(path: str | Path) -> list[Task]:
   """Reads a ``tasks.jsonl`` file; errors name the line that is wrong."""
   tasks = []
-  with open(path, encoding="utf-8") as f:
-    for lineno, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      try:
-        tasks.append(Task.model_validate_json(line))
-      except ValueError as err:
-        raise ValueError(f"{path}:{lineno}: not a valid task: {err}") from err
+  for lineno, line in read_lines(path):
+    try:
+      tasks.append(Task.model_validate_json(line))
+    except ValueError as err:
+      raise ValueError(f"{path}:{lineno}: not a valid task: {err}") from err
   return tasks
 
 
 def save_tasks(tasks: Iterable[Task], path: str | Path) -> None:
   """Writes tasks as canonical JSON lines (sorted keys: same tasks, same bytes)."""
   Path(path).parent.mkdir(parents=True, exist_ok=True)
-  with open(path, "w", encoding="utf-8") as f:
-    for task in tasks:
-      f.write(json.dumps(task.model_dump(mode="json"), sort_keys=True, ensure_ascii=False))
-      f.write("\n")
+  write_lines((task.model_dump(mode="json") for task in tasks), path)
 
 
 def gate_failures(task: Task) -> list[str]:
