@@ -177,9 +177,16 @@ class FacetRegistry:
     self._memo.clear()
     return revisit
 
-  def sink(self, service: str, kind: str, name: str, **fields: Any) -> Sink:
-    """Registers ``Sink(service, kind, name, **fields)``: how a facet module declares a write."""
-    return self.add_sink(Sink(service, kind, name, **fields))
+  def sink(
+    self, service: str, kind: str, name: str, *, total: str | None = None, **fields: Any
+  ) -> Sink:
+    """Registers ``Sink(service, kind, name, **fields)``: how a facet module declares a write.
+    With ``total``, also registers its twin of that name, which writes one total of several
+    values (``aggregates``) where the write itself takes one value."""
+    sink = self.add_sink(Sink(service, kind, name, **fields))
+    if total is not None:
+      self.add_sink(Sink(service, kind, total, **{**fields, "single": False}, aggregates=True))
+    return sink
 
   def revisit(
     self,

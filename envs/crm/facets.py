@@ -355,19 +355,18 @@ def _open_deal(ctx: AuthorContext) -> dict:
   return _scenario_deal(ctx, stage=ctx.choice(("qualification", "proposal", "negotiation")))[1]
 
 
-for aggregates in (False, True):
-  facets.sink(
-    S,
-    "money",
-    "set_deal_amount_to_total" if aggregates else "set_deal_amount",
-    prepare=_open_deal,
-    act=_reprice,
-    check=_amount_check,
-    phrase=lambda ctx, d, obj: f'update the amount of the "{d["name"]}" deal to {obj}',
-    text=lambda ctx, d, v: f'The "{d["name"]}" deal is worth {v.label}.',
-    aggregates=aggregates,
-    single=not aggregates,
-  )
+facets.sink(
+  S,
+  "money",
+  "set_deal_amount",
+  total="set_deal_amount_to_total",
+  prepare=_open_deal,
+  act=_reprice,
+  check=_amount_check,
+  phrase=lambda ctx, d, obj: f'update the amount of the "{d["name"]}" deal to {obj}',
+  text=lambda ctx, d, v: f'The "{d["name"]}" deal is worth {v.label}.',
+  single=True,
+)
 
 
 def _move_close(ctx: AuthorContext, deal: dict, value: Value) -> None:

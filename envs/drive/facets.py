@@ -311,25 +311,24 @@ for kind in ("text", "url"):
 
 
 # One sink writes the amount it is handed; its twin writes the total of several amounts.
-for aggregates in (False, True):
-  facets.sink(
+facets.sink(
+  S,
+  "money",
+  "write_amount_in_new_doc",
+  total="write_total_in_new_doc",
+  prepare=lambda ctx: {"name": f"{topic(ctx)} figures"},
+  act=lambda ctx, t, v: ctx.call(
+    S, "create_file", name=t["name"], content=f"Amount: {_num(amount_of(v))}"
+  ),
+  check=lambda ctx, t, v: exists(
     S,
-    "money",
-    "write_total_in_new_doc" if aggregates else "write_amount_in_new_doc",
-    prepare=lambda ctx: {"name": f"{topic(ctx)} figures"},
-    act=lambda ctx, t, v: ctx.call(
-      S, "create_file", name=t["name"], content=f"Amount: {_num(amount_of(v))}"
-    ),
-    check=lambda ctx, t, v: exists(
-      S,
-      "files",
-      where("name", t["name"]),
-      {"field": "content", "cmp": "approx", "value": amount_of(v), "tolerance": 0.01},
-    ),
-    phrase=lambda ctx, t, obj: f'write {obj} in a new Drive document called "{t["name"]}"',
-    text=lambda ctx, t, v: f'The Drive document "{t["name"]}" states {v.label}.',
-    aggregates=aggregates,
-  )
+    "files",
+    where("name", t["name"]),
+    {"field": "content", "cmp": "approx", "value": amount_of(v), "tolerance": 0.01},
+  ),
+  phrase=lambda ctx, t, obj: f'write {obj} in a new Drive document called "{t["name"]}"',
+  text=lambda ctx, t, v: f'The Drive document "{t["name"]}" states {v.label}.',
+)
 
 
 # --- revisit: read a budget line, update it, read it again ------------------------------------

@@ -395,20 +395,19 @@ def _approval_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   )
 
 
-for aggregates in (False, True):
-  facets.sink(
-    S,
-    "money",
-    "spend_approval_for_total" if aggregates else "spend_approval",
-    prepare=_approval_target,
-    act=_send_approval,
-    check=_approval_check,
-    phrase=lambda ctx, t, obj: (
-      f'send {t["name"]} ({t["email"]}) an envelope titled "{t["title"]}" to approve spending {obj}'
-    ),
-    text=lambda ctx, t, v: f'"{t["title"]}" for {v.label} was sent to {t["name"]} to sign.',
-    aggregates=aggregates,
-  )
+facets.sink(
+  S,
+  "money",
+  "spend_approval",
+  total="spend_approval_for_total",
+  prepare=_approval_target,
+  act=_send_approval,
+  check=_approval_check,
+  phrase=lambda ctx, t, obj: (
+    f'send {t["name"]} ({t["email"]}) an envelope titled "{t["title"]}" to approve spending {obj}'
+  ),
+  text=lambda ctx, t, v: f'"{t["title"]}" for {v.label} was sent to {t["name"]} to sign.',
+)
 
 
 # --- revisit: read a draft's customer signer, replace them, read the signer again ------------

@@ -340,20 +340,19 @@ def _reserve_phrase(ctx: AuthorContext, t: dict, obj: str) -> str:
   )
 
 
-for aggregates in (False, True):
-  facets.sink(
-    S,
-    "quantity",
-    "reserve_total" if aggregates else "reserve_units",
-    prepare=_hold_target,
-    act=_reserve,
-    check=_reserve_check,
-    phrase=_reserve_phrase,
-    text=lambda ctx, t, v: (
-      f"{v.label} units of {t['sku']} are reserved in the {t['wh']['name']} for {t['ref']}."
-    ),
-    aggregates=aggregates,
-  )
+facets.sink(
+  S,
+  "quantity",
+  "reserve_units",
+  total="reserve_total",
+  prepare=_hold_target,
+  act=_reserve,
+  check=_reserve_check,
+  phrase=_reserve_phrase,
+  text=lambda ctx, t, v: (
+    f"{v.label} units of {t['sku']} are reserved in the {t['wh']['name']} for {t['ref']}."
+  ),
+)
 
 
 # --- the revisit: read what is available, hold some for an order, read it again ------------

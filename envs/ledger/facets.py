@@ -268,21 +268,20 @@ def _post_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   )
 
 
-for _name, _aggregates in (("book_payable", False), ("book_total_payable", True)):
-  facets.sink(
-    S,
-    "money",
-    _name,
-    prepare=_entry_target,
-    act=_post,
-    check=_post_check,
-    phrase=lambda ctx, t, obj: (
-      f'post a journal entry for {obj} dated {t["date"]} with the memo "{t["memo"]}", '
-      f"debiting {t['account_name']} ({t['account']}) and crediting Accounts Payable (2000)"
-    ),
-    text=lambda ctx, t, v: f'A "{t["memo"]}" entry of {v.label} is posted.',
-    aggregates=_aggregates,
-  )
+facets.sink(
+  S,
+  "money",
+  "book_payable",
+  total="book_total_payable",
+  prepare=_entry_target,
+  act=_post,
+  check=_post_check,
+  phrase=lambda ctx, t, obj: (
+    f'post a journal entry for {obj} dated {t["date"]} with the memo "{t["memo"]}", '
+    f"debiting {t['account_name']} ({t['account']}) and crediting Accounts Payable (2000)"
+  ),
+  text=lambda ctx, t, v: f'A "{t["memo"]}" entry of {v.label} is posted.',
+)
 
 
 def _bill_target(ctx: AuthorContext) -> dict:

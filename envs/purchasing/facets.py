@@ -405,25 +405,24 @@ def _add_line_phrase(ctx: AuthorContext, t: dict, obj: str) -> str:
   )
 
 
-for aggregates in (False, True):
-  facets.sink(
+facets.sink(
+  S,
+  "quantity",
+  "order_quantity",
+  total="order_total_quantity",
+  prepare=_add_line_target,
+  act=_add_line,
+  check=lambda ctx, t, v: exists(
     S,
-    "quantity",
-    "order_total_quantity" if aggregates else "order_quantity",
-    prepare=_add_line_target,
-    act=_add_line,
-    check=lambda ctx, t, v: exists(
-      S,
-      "orders",
-      where("id", t["id"]),
-      where("lines.id", t["item"]["id"], "contains"),
-      where("lines.quantity", v.value),
-    ),
-    phrase=_add_line_phrase,
-    text=lambda ctx, t, v: f"{t['reference']} has a line of {v.label} units of {t['item']['id']}.",
-    aggregates=aggregates,
-    single=not aggregates,
-  )
+    "orders",
+    where("id", t["id"]),
+    where("lines.id", t["item"]["id"], "contains"),
+    where("lines.quantity", v.value),
+  ),
+  phrase=_add_line_phrase,
+  text=lambda ctx, t, v: f"{t['reference']} has a line of {v.label} units of {t['item']['id']}.",
+  single=True,
+)
 
 
 # --- the revisit: what is outstanding, record a delivery, what is outstanding now ----------

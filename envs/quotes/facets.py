@@ -265,21 +265,20 @@ def _quantity_check(ctx: AuthorContext, q: dict, value: Value) -> dict:
   )
 
 
-for aggregates in (False, True):
-  facets.sink(
-    S,
-    "quantity",
-    "set_quoted_quantity_to_total" if aggregates else "set_quoted_quantity",
-    prepare=_scenario_quote,  # one line, so "the quantity on the quote" is that line's
-    act=_set_quantity,
-    check=_quantity_check,
-    phrase=lambda ctx, q, obj: (
-      f"change the quantity of {q['lines'][0]['name']} on draft {_named(q)} to {obj}"
-    ),
-    text=lambda ctx, q, v: f"Quote {q['number']} is for {v.label} x {q['lines'][0]['name']}.",
-    aggregates=aggregates,
-    single=not aggregates,
-  )
+facets.sink(
+  S,
+  "quantity",
+  "set_quoted_quantity",
+  total="set_quoted_quantity_to_total",
+  prepare=_scenario_quote,  # one line, so "the quantity on the quote" is that line's
+  act=_set_quantity,
+  check=_quantity_check,
+  phrase=lambda ctx, q, obj: (
+    f"change the quantity of {q['lines'][0]['name']} on draft {_named(q)} to {obj}"
+  ),
+  text=lambda ctx, q, v: f"Quote {q['number']} is for {v.label} x {q['lines'][0]['name']}.",
+  single=True,
+)
 
 
 def _approval_target(ctx: AuthorContext) -> dict:

@@ -277,20 +277,19 @@ def _refund_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   )
 
 
-for aggregates in (False, True):
-  facets.sink(
-    S,
-    "money",
-    "refund_total" if aggregates else "refund_amount",
-    prepare=_refund_target,
-    act=_refund,
-    check=_refund_check,
-    phrase=lambda ctx, t, obj: (
-      f'refund {obj} on order {t["ref"]}, giving "{t["reason"]}" as the reason'
-    ),
-    text=lambda ctx, t, v: f"{v.label} was refunded on order {t['ref']}.",
-    aggregates=aggregates,
-  )
+facets.sink(
+  S,
+  "money",
+  "refund_amount",
+  total="refund_total",
+  prepare=_refund_target,
+  act=_refund,
+  check=_refund_check,
+  phrase=lambda ctx, t, obj: (
+    f'refund {obj} on order {t["ref"]}, giving "{t["reason"]}" as the reason'
+  ),
+  text=lambda ctx, t, v: f"{v.label} was refunded on order {t['ref']}.",
+)
 
 
 def _buyer_target(ctx: AuthorContext) -> dict:
