@@ -63,6 +63,27 @@ TOOL_TEMPLATE = _TOOLS_URI + "{service}/{tool}"
 DEFAULT_MAX_SESSIONS = 256
 _MAX_COMPLETIONS = 100  # the most values one completion result may carry (MCP spec)
 _JSON = "application/json"
+#: What resources/list and resources/templates/list offer: (name, URI or template, description).
+_RESOURCES = (
+  ("task", TASK_URI, "The task's id and instruction."),
+  (
+    "verification",
+    VERIFY_URI,
+    "The rubric result for this session's current state (no final answer).",
+  ),
+)
+_TEMPLATES = (
+  (
+    "verification_with_answer",
+    VERIFY_TEMPLATE,
+    "The rubric result for this session's state and the agent's final answer.",
+  ),
+  (
+    "tool",
+    TOOL_TEMPLATE,
+    "A tool's description and input JSON Schema, as describe_tool gives them.",
+  ),
+)
 
 # The meta-tools: three reads, and call_tool, which may run any tool, destructive ones included.
 _READ = types.ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
@@ -302,18 +323,8 @@ class EnvServer:
   ) -> types.ListResourcesResult:
     return types.ListResourcesResult(
       resources=[
-        types.Resource(
-          name="task",
-          uri=TASK_URI,
-          description="The task's id and instruction.",
-          mime_type=_JSON,
-        ),
-        types.Resource(
-          name="verification",
-          uri=VERIFY_URI,
-          description="The rubric result for this session's current state (no final answer).",
-          mime_type=_JSON,
-        ),
+        types.Resource(name=name, uri=uri, description=about, mime_type=_JSON)
+        for name, uri, about in _RESOURCES
       ]
     )
 
@@ -322,18 +333,8 @@ class EnvServer:
   ) -> types.ListResourceTemplatesResult:
     return types.ListResourceTemplatesResult(
       resource_templates=[
-        types.ResourceTemplate(
-          name="verification_with_answer",
-          uri_template=VERIFY_TEMPLATE,
-          description="The rubric result for this session's state and the agent's final answer.",
-          mime_type=_JSON,
-        ),
-        types.ResourceTemplate(
-          name="tool",
-          uri_template=TOOL_TEMPLATE,
-          description="A tool's description and input JSON Schema, as describe_tool gives them.",
-          mime_type=_JSON,
-        ),
+        types.ResourceTemplate(name=name, uri_template=uri, description=about, mime_type=_JSON)
+        for name, uri, about in _TEMPLATES
       ]
     )
 
