@@ -5,7 +5,9 @@ order amounts; lookups by customer and product; saved queries as sinks; the re-e
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
@@ -53,12 +55,26 @@ def _query(ctx: AuthorContext, sql: str) -> list[list]:
   return ctx.call(S, "run_query", sql=sql)["rows"]
 
 
-def _pick_month(ctx: AuthorContext, leaders: dict[str, str | None]) -> tuple[str, str]:
+def _month_leader(
+  ctx: AuthorContext, keep: Callable[[Any], bool], by: str, weight: str, sql: str
+) -> tuple[str, str]:
+  """A past month in which one ``by`` clearly leads the orders that ``keep`` on summed
+  ``weight``, and that leader as the agent's query ``sql`` (for ``{month}``) reads it."""
+  leaders = {}
+  for month in _past_months(ctx):
+    totals: dict[str, float] = defaultdict(float)
+    for o in ctx.state(S).orders:
+      if keep(o) and o.order_date.isoformat().startswith(month):
+        totals[getattr(o, by)] += getattr(o, weight)
+    leaders[month] = _leader(totals)
   months = [m for m, who in leaders.items() if who is not None]
   if not months:
     raise AuthoringError("no_clear_leader")
   month = ctx.choice(months)
-  return month, leaders[month]
+  rows = _query(ctx, sql.format(month=month))
+  if rows[0][0] != leaders[month]:
+    raise AuthoringError("warehouse_leader_mismatch")
+  return month, rows[0][0]
 
 
 # --- sources -------------------------------------------------------------------------------
@@ -67,53 +83,39 @@ def _pick_month(ctx: AuthorContext, leaders: dict[str, str | None]) -> tuple[str
 @facets.source(S, "company.name")
 def top_customer(ctx: AuthorContext) -> Found:
   """The customer with the most recognised revenue in a month where one clearly leads."""
-  leaders = {}
-  for month in _past_months(ctx):
-    totals: dict[str, float] = defaultdict(float)
-    for o in ctx.state(S).orders:
-      if o.status in RECOGNISED and o.order_date.isoformat().startswith(month):
-        totals[o.customer] += o.amount
-    leaders[month] = _leader(totals)
-  month, expected = _pick_month(ctx, leaders)
-  rows = _query(
+  month, customer = _month_leader(
     ctx,
-    "SELECT customer, ROUND(SUM(amount), 2) AS revenue FROM orders "
-    f"WHERE status IN ('completed', 'shipped') AND order_date LIKE '{month}-%' "
+    keep=lambda o: o.status in RECOGNISED,
+    by="customer",
+    weight="amount",
+    sql="SELECT customer, ROUND(SUM(amount), 2) AS revenue FROM orders "
+    "WHERE status IN ('completed', 'shipped') AND order_date LIKE '{month}-%' "
     "GROUP BY customer ORDER BY revenue DESC LIMIT 3",
   )
-  if rows[0][0] != expected:
-    raise AuthoringError("warehouse_leader_mismatch")
   return found_one(
     "company.name",
     f"the customer that brought in the most revenue (completed and shipped orders) in "
     f"{_month_name(month)}",
-    rows[0][0],
+    customer,
   )
 
 
 @facets.source(S, "sku")
 def best_seller(ctx: AuthorContext) -> Found:
-  leaders = {}
-  for month in _past_months(ctx):
-    units: dict[str, float] = defaultdict(float)
-    for o in ctx.state(S).orders:
-      if o.status != "cancelled" and o.order_date.isoformat().startswith(month):
-        units[o.sku] += o.quantity
-    leaders[month] = _leader(units)
-  month, expected = _pick_month(ctx, leaders)
-  rows = _query(
+  month, sku = _month_leader(
     ctx,
-    "SELECT sku, SUM(quantity) AS units FROM orders "
-    f"WHERE status != 'cancelled' AND order_date LIKE '{month}-%' "
+    keep=lambda o: o.status != "cancelled",
+    by="sku",
+    weight="quantity",
+    sql="SELECT sku, SUM(quantity) AS units FROM orders "
+    "WHERE status != 'cancelled' AND order_date LIKE '{month}-%' "
     "GROUP BY sku ORDER BY units DESC LIMIT 3",
   )
-  if rows[0][0] != expected:
-    raise AuthoringError("warehouse_leader_mismatch")
   return found_one(
     "sku",
     f"the SKU of the product with the most units ordered in {_month_name(month)} (cancelled "
     "orders aside)",
-    rows[0][0],
+    sku,
   )
 
 
