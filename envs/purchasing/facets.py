@@ -246,15 +246,34 @@ def _purchasable(ctx: AuthorContext, sku: str) -> None:
     raise AuthoringError("sku_not_purchasable", str(sku))
 
 
-def _draft_for_sku(ctx: AuthorContext, t: dict, v: Value) -> None:
-  _purchasable(ctx, v.value)
+def _draft(ctx: AuthorContext, t: dict, sku: str | None = None, due: str | None = None, **more):
+  """Drafts the target's purchase order: ``t["qty"]`` units of ``sku`` (the target's item by
+  default) from its vendor, expected on ``due`` (the target's date by default), with ``more``
+  fields (its notes)."""
   ctx.call(
     S,
     "create_purchase_order",
     vendor_id=t["vendor"]["id"],
-    expected_date=t["due"],
-    lines=[{"sku": v.value, "quantity": t["qty"]}],
+    expected_date=t["due"] if due is None else due,
+    lines=[{"sku": t["item"]["id"] if sku is None else sku, "quantity": t["qty"]}],
+    **more,
   )
+
+
+def _drafted(ctx: AuthorContext, t: dict, *conds: dict) -> dict:
+  """The check that a purchase order to the target's vendor with ``conds`` was drafted."""
+  return exists(
+    S,
+    "orders",
+    where("vendor_id", t["vendor"]["id"]),
+    *conds,
+    where("created_at", ctx.since(S), "ge"),
+  )
+
+
+def _draft_for_sku(ctx: AuthorContext, t: dict, v: Value) -> None:
+  _purchasable(ctx, v.value)
+  _draft(ctx, t, sku=v.value)
 
 
 facets.sink(
@@ -263,13 +282,8 @@ facets.sink(
   "draft_order_for_item",
   prepare=_draft_target,
   act=_draft_for_sku,
-  check=lambda ctx, t, v: exists(
-    S,
-    "orders",
-    where("vendor_id", t["vendor"]["id"]),
-    where("lines.id", v.value, "contains"),
-    where("expected_date", t["due"]),
-    where("created_at", ctx.since(S), "ge"),
+  check=lambda ctx, t, v: _drafted(
+    ctx, t, where("lines.id", v.value, "contains"), where("expected_date", t["due"])
   ),
   phrase=lambda ctx, t, obj: (
     f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of {obj}, "
@@ -284,13 +298,7 @@ facets.sink(
 def _draft_due(ctx: AuthorContext, t: dict, v: Value) -> None:
   if day_of(v) < today(ctx, S):
     raise AuthoringError("date_in_past", str(v.value))
-  ctx.call(
-    S,
-    "create_purchase_order",
-    vendor_id=t["vendor"]["id"],
-    expected_date=v.value,
-    lines=[{"sku": t["item"]["id"], "quantity": t["qty"]}],
-  )
+  _draft(ctx, t, due=v.value)
 
 
 facets.sink(
@@ -299,13 +307,8 @@ facets.sink(
   "draft_order_due_on",
   prepare=_draft_target,
   act=_draft_due,
-  check=lambda ctx, t, v: exists(
-    S,
-    "orders",
-    where("vendor_id", t["vendor"]["id"]),
-    where("lines.id", t["item"]["id"], "contains"),
-    where("expected_date", v.value),
-    where("created_at", ctx.since(S), "ge"),
+  check=lambda ctx, t, v: _drafted(
+    ctx, t, where("lines.id", t["item"]["id"], "contains"), where("expected_date", v.value)
   ),
   phrase=lambda ctx, t, obj: (
     f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of the "
@@ -318,14 +321,7 @@ facets.sink(
 
 
 def _draft_with_contact(ctx: AuthorContext, t: dict, v: Value) -> None:
-  ctx.call(
-    S,
-    "create_purchase_order",
-    vendor_id=t["vendor"]["id"],
-    expected_date=t["due"],
-    lines=[{"sku": t["item"]["id"], "quantity": t["qty"]}],
-    notes=f"Please send the delivery confirmation to {v.value}",
-  )
+  _draft(ctx, t, notes=f"Please send the delivery confirmation to {v.value}")
 
 
 facets.sink(
@@ -334,13 +330,11 @@ facets.sink(
   "draft_order_with_delivery_contact",
   prepare=_draft_target,
   act=_draft_with_contact,
-  check=lambda ctx, t, v: exists(
-    S,
-    "orders",
-    where("vendor_id", t["vendor"]["id"]),
+  check=lambda ctx, t, v: _drafted(
+    ctx,
+    t,
     where("lines.id", t["item"]["id"], "contains"),
     where("notes", str(v.value), "icontains"),
-    where("created_at", ctx.since(S), "ge"),
   ),
   phrase=lambda ctx, t, obj: (
     f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of the "
