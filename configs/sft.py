@@ -60,6 +60,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.generate.workers = 1  # processes generating tasks
   # The oracle's discovery calls (compoworld.agents.agent.OracleAgent): full, services or none.
   c.generate.discovery = "full"
+  # Whether the oracle names each call in a sentence before it ("Now I'll call T on S.").
+  c.generate.narrate = True
 
   c.optim = ml_collections.ConfigDict()
   c.optim.lr = 1e-4  # paper: 1e-4

@@ -25,6 +25,9 @@ _DISCOVERY = flags.DEFINE_enum(
   ["full", "services", "none"],
   "--agent=oracle: which discovery calls it makes before the reference solution's calls.",
 )
+_NARRATE = flags.DEFINE_bool(
+  "narrate", True, "--agent=oracle: a sentence naming each call before it (else the call alone)."
+)
 _MAX_TURNS = flags.DEFINE_integer("max_turns", 128, "Assistant turns before an episode is cut.")
 _SHARD_INDEX = flags.DEFINE_integer("shard_index", 0, "This process's shard of the tasks.")
 _NUM_SHARDS = flags.DEFINE_integer("num_shards", 1, "How many shards split the tasks.")
@@ -34,7 +37,7 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/trajectories", "Where the files 
 
 def main(argv):
   del argv
-  kwargs = {"discovery": _DISCOVERY.value}
+  kwargs = {"discovery": _DISCOVERY.value, "narrate": _NARRATE.value}
   if _AGENT.value == "openai":
     kwargs = {"model": _MODEL.value, "base_url": _BASE_URL.value, "temperature": _TEMPERATURE.value}
   summary = collect_trajectories(

@@ -83,14 +83,18 @@ class OracleAgent(Agent):
   only) or ``"none"`` (the calls alone: a policy that has learned the library need not read it
   again, and its trajectories are about 40% shorter). A ``call_tool`` call names the service and
   the tool before its arguments, so a policy decides which tool it calls before writing them.
+  With ``narrate`` (the default) each call comes after a sentence that names it ("Now I'll call
+  get_invoice on invoicing."); without, the call is the whole turn, and a policy trained on those
+  turns writes the service and tool first in the call itself.
   """
 
   DISCOVERY = ("full", "services", "none")
 
-  def __init__(self, discovery: str = "full"):
+  def __init__(self, discovery: str = "full", narrate: bool = True):
     if discovery not in self.DISCOVERY:
       raise ValueError(f"unknown discovery {discovery!r}; valid: {', '.join(self.DISCOVERY)}")
     self.discovery = discovery
+    self.narrate = narrate
 
   def reset(self, task: Task) -> None:
     steps: list[tuple[str, str, dict[str, Any]]] = []
@@ -133,6 +137,7 @@ class OracleAgent(Agent):
       return {"role": "assistant", "content": self._answer}
     content, name, arguments = self._steps[self._i]
     self._i += 1
+    content = content if self.narrate else ""
     return tool_call_message(content, name, arguments, call_id=f"call_{self._i}")
 
 

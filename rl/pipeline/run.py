@@ -106,8 +106,10 @@ def one_per_composition(tasks: Sequence[Task]) -> list[Task]:
 
 
 def oracle_kwargs(config: ml_collections.ConfigDict) -> dict[str, Any]:
-  """The oracle's settings in ``config.trajectories`` (its discovery calls), as the recipe's."""
-  return {"discovery": config.get("trajectories", {}).get("discovery", "full")}
+  """The oracle's settings in ``config.trajectories`` (its discovery calls, whether it names
+  each call in a sentence first), as the recipe's."""
+  settings = config.get("trajectories", {})
+  return {"discovery": settings.get("discovery", "full"), "narrate": settings.get("narrate", True)}
 
 
 def save_split(

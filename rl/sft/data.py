@@ -49,8 +49,8 @@ def generate_sft_set(config: ml_collections.ConfigDict, data_dir: Path) -> Path:
   if not tasks:
     raise ValueError(f"task generation produced no task with {g}")
   save_tasks(tasks, data_dir / "tasks.jsonl")  # GRPO (rl.grpo.trainer) trains on the same tasks
-  discovery = {"discovery": g.get("discovery", "full")}
-  summary = collect_trajectories(tasks, data_dir, agent="oracle", agent_kwargs=discovery)
+  oracle = {"discovery": g.get("discovery", "full"), "narrate": g.get("narrate", True)}
+  summary = collect_trajectories(tasks, data_dir, agent="oracle", agent_kwargs=oracle)
   if not summary["kept"]:
     raise ValueError(f"no verified trajectory among {len(tasks)} generated tasks: {summary}")
   return path

@@ -204,3 +204,23 @@ def test_oracle_discovery_levels_all_solve_and_name_the_tool_before_its_argument
   assert flat == expected[discovery]
   with pytest.raises(ValueError, match="valid: full, services, none"):
     OracleAgent(discovery="some")
+
+
+def test_an_unnarrated_oracle_makes_the_same_calls_with_the_call_as_the_whole_turn(tasks):
+  """``narrate=False``: every tool-calling turn has empty content, the calls and the verdict are
+  the narrated oracle's, and the rendered turn starts with the call."""
+  from rl.data.chat import TOOL_CALL, assistant_body
+
+  for task in tasks[:3]:
+    narrated, _ = run_episode(OracleAgent(discovery="none"), task)
+    plain, _ = run_episode(OracleAgent(discovery="none", narrate=False), task)
+    assert plain.result.success and narrated.result.success
+    calling = [m for m in plain.messages if m.get("tool_calls")]
+    assert calling and all(m["content"] == "" for m in calling)
+    assert all(assistant_body(m).startswith(TOOL_CALL) for m in calling)
+    assert any(m["content"] for m in narrated.messages if m.get("tool_calls"))
+
+    def calls(traj):
+      return [c["function"] for m in traj.messages for c in m.get("tool_calls") or []]
+
+    assert calls(plain) == calls(narrated)

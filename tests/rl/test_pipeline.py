@@ -52,6 +52,15 @@ def test_one_per_composition_keeps_the_first_task_of_each_service_set(tasks):
   assert kept[0].id == tasks[0].id and "twin" not in [t.id for t in kept]
 
 
+def test_the_oracle_plays_the_training_tasks_as_the_sft_recipe_says():
+  from rl.pipeline.run import oracle_kwargs
+
+  config = get_config("tiny")
+  assert oracle_kwargs(config) == {"discovery": "none", "narrate": True}
+  config.trajectories.narrate = False
+  assert oracle_kwargs(config) == {"discovery": "none", "narrate": False}
+
+
 @pytest.mark.slow
 @pytest.mark.heavy  # every stage of the demo, each compiling its own programs: ~130 s
 def test_pipeline_end_to_end_at_a_minimal_size(tmp_path):
