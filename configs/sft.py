@@ -132,9 +132,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         "deltanet_chunk": 64,
         "moe_backend": "sort",
         # A pointer into the context beside the LM head (models.copy_head), and its bonus for
-        # keys whose tokens match the query's (induction as a prior).
-        "copy_head": False,
-        "copy_head_match": False,
+        # keys whose tokens match the query's (induction as a prior): at 600 steps held-out turn
+        # match 0.516 (0.211 without the head), pass rate constrained + grounded 0.10 (0.02)
+        # (README, "The copy head with a match bonus").
+        "copy_head": True,
+        "copy_head_match": True,
       }
     )
     c.tokenizer.vocab_size = 4096

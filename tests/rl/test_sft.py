@@ -585,7 +585,9 @@ def test_the_cpu_regime_runs_at_test_size(tmp_path):
   summary = sft.train(config, tmp_path)
   assert summary["steps"] == 2 and summary["tokens_seen"] > 0
   # The copy stage ran first, once: its points and plot are in the workdir.
-  assert summary["copy_stage"]["step"] == 2 and summary["copy_stage"]["repeat"] == 8
+  # (The block doubles to 16 once a step copies well enough: the regime's copy head with its
+  # match bonus can do so from the first step.)
+  assert summary["copy_stage"]["step"] == 2 and summary["copy_stage"]["repeat"] in (8, 16)
   assert json.loads((tmp_path / sft.COPY_STAGE_FILE).read_text())[-1]["step"] == 2
   assert (tmp_path / sft.COPY_STAGE_PLOT).stat().st_size > 0
   assert 0 < summary["loss_tokens_seen"] < summary["tokens_seen"]
