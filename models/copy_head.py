@@ -196,10 +196,8 @@ def cached_pointer(
   pointer = Pointer(q_btc, gate_bt, new.k_bsc, values_bs, allowed_bts)
   match_2 = head.match_weights()
   if match_2 is not None:
-    key_tokens_bs2 = _with_previous(new.tokens_bs)
-    previous_bt = jnp.take_along_axis(new.tokens_bs, jnp.maximum(positions_bt - 1, 0), axis=1)
-    previous_bt = jnp.where(positions_bt > 0, previous_bt, -1)
-    query_tokens_bt2 = jnp.stack([tokens_bt.astype(jnp.int32), previous_bt], axis=-1)
+    key_tokens_bs2 = _with_previous(new.tokens_bs)  # the new tokens' slots included
+    query_tokens_bt2 = jnp.take_along_axis(key_tokens_bs2, positions_bt[..., None], axis=1)
     pointer = pointer.replace(
       match_2=match_2, query_tokens_bk2=query_tokens_bt2, key_tokens_bs2=key_tokens_bs2
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import importlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import openai
@@ -139,6 +139,12 @@ class OracleAgent(Agent):
     self._i += 1
     content = content if self.narrate else ""
     return tool_call_message(content, name, arguments, call_id=f"call_{self._i}")
+
+
+def oracle_settings(block: Mapping[str, Any]) -> dict[str, Any]:
+  """``OracleAgent``'s keyword arguments from a config block that may set ``discovery`` and
+  ``narrate`` (else: full discovery, each call narrated)."""
+  return {"discovery": block.get("discovery", "full"), "narrate": block.get("narrate", True)}
 
 
 class AgentError(RuntimeError):

@@ -28,6 +28,7 @@ from typing import Any
 
 import ml_collections
 
+from compoworld.agents.agent import oracle_settings
 from compoworld.agents.evaluation import run_evaluation
 from compoworld.agents.trajectories import SFT_FILE, TRAJECTORIES_FILE, collect_trajectories
 from compoworld.specs.build import build_library, load_compiled_library
@@ -108,8 +109,7 @@ def one_per_composition(tasks: Sequence[Task]) -> list[Task]:
 def oracle_kwargs(config: ml_collections.ConfigDict) -> dict[str, Any]:
   """The oracle's settings in ``config.trajectories`` (its discovery calls, whether it names
   each call in a sentence first), as the recipe's."""
-  settings = config.get("trajectories", {})
-  return {"discovery": settings.get("discovery", "full"), "narrate": settings.get("narrate", True)}
+  return oracle_settings(config.get("trajectories", {}))
 
 
 def save_split(

@@ -29,6 +29,7 @@ DATA_DIR = "data"
 
 def generate_sft_set(config: ml_collections.ConfigDict, data_dir: Path) -> Path:
   """Generates tasks and their oracle trajectories into `data_dir` (reused when present)."""
+  from compoworld.agents.agent import oracle_settings
   from compoworld.agents.trajectories import collect_trajectories
   from compoworld.tasks.generate import generate_tasks
   from compoworld.tasks.task import save_tasks
@@ -49,8 +50,7 @@ def generate_sft_set(config: ml_collections.ConfigDict, data_dir: Path) -> Path:
   if not tasks:
     raise ValueError(f"task generation produced no task with {g}")
   save_tasks(tasks, data_dir / "tasks.jsonl")  # GRPO (rl.grpo.trainer) trains on the same tasks
-  oracle = {"discovery": g.get("discovery", "full"), "narrate": g.get("narrate", True)}
-  summary = collect_trajectories(tasks, data_dir, agent="oracle", agent_kwargs=oracle)
+  summary = collect_trajectories(tasks, data_dir, agent="oracle", agent_kwargs=oracle_settings(g))
   if not summary["kept"]:
     raise ValueError(f"no verified trajectory among {len(tasks)} generated tasks: {summary}")
   return path
