@@ -65,6 +65,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.trajectories.max_turns = 128  # the oracle's turn budget
   c.trajectories.discovery = g.discovery  # the oracle's discovery calls, as the SFT recipe's
   c.trajectories.narrate = g.narrate  # a sentence naming each call before it
+  c.trajectories.reads = g.reads  # every read of the reference solution, or the needed ones
 
   c.eval = ml_collections.ConfigDict()  # the checkpoint agent on the held-out tasks
   c.eval.samples = 1  # k samples per task

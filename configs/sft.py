@@ -62,6 +62,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.generate.discovery = "full"
   # Whether the oracle names each call in a sentence before it ("Now I'll call T on S.").
   c.generate.narrate = True
+  # Which reads of the reference solution the oracle plays: "all", or "needed" (those whose
+  # replies a later call or the answer needs; compoworld.tasks.task.needed_calls).
+  c.generate.reads = "all"
 
   c.optim = ml_collections.ConfigDict()
   c.optim.lr = 1e-4  # paper: 1e-4

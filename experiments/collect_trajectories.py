@@ -28,6 +28,13 @@ _DISCOVERY = flags.DEFINE_enum(
 _NARRATE = flags.DEFINE_bool(
   "narrate", True, "--agent=oracle: a sentence naming each call before it (else the call alone)."
 )
+_READS = flags.DEFINE_enum(
+  "reads",
+  "all",
+  ["all", "needed"],
+  "--agent=oracle: every read of the reference solution, or only those whose replies a later "
+  "call or the answer needs (compoworld.tasks.task.needed_calls).",
+)
 _MAX_TURNS = flags.DEFINE_integer("max_turns", 128, "Assistant turns before an episode is cut.")
 _SHARD_INDEX = flags.DEFINE_integer("shard_index", 0, "This process's shard of the tasks.")
 _NUM_SHARDS = flags.DEFINE_integer("num_shards", 1, "How many shards split the tasks.")
@@ -37,7 +44,7 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/trajectories", "Where the files 
 
 def main(argv):
   del argv
-  kwargs = {"discovery": _DISCOVERY.value, "narrate": _NARRATE.value}
+  kwargs = {"discovery": _DISCOVERY.value, "narrate": _NARRATE.value, "reads": _READS.value}
   if _AGENT.value == "openai":
     kwargs = {"model": _MODEL.value, "base_url": _BASE_URL.value, "temperature": _TEMPERATURE.value}
   summary = collect_trajectories(

@@ -17,7 +17,7 @@ from typing import Any
 import openai
 
 from compoworld.llm import make_client, message_to_dict
-from compoworld.tasks.task import Task
+from compoworld.tasks.task import Task, needed_calls
 
 AGENTS: dict[str, Callable[..., Agent]] = {}
 # Agents that live outside this JAX-free package register when their module is first needed.
@@ -85,16 +85,23 @@ class OracleAgent(Agent):
   the tool before its arguments, so a policy decides which tool it calls before writing them.
   With ``narrate`` (the default) each call comes after a sentence that names it ("Now I'll call
   get_invoice on invoicing."); without, the call is the whole turn, and a policy trained on those
-  turns writes the service and tool first in the call itself.
+  turns writes the service and tool first in the call itself. ``reads="needed"`` plays the
+  reference solution without the reads whose replies nothing after them needs
+  (``compoworld.tasks.task.needed_calls``: a ``get_invoice`` after the ``list_invoices`` that
+  showed the invoice whole); ``"all"`` (the default) plays every call.
   """
 
   DISCOVERY = ("full", "services", "none")
+  READS = ("all", "needed")
 
-  def __init__(self, discovery: str = "full", narrate: bool = True):
+  def __init__(self, discovery: str = "full", narrate: bool = True, reads: str = "all"):
     if discovery not in self.DISCOVERY:
       raise ValueError(f"unknown discovery {discovery!r}; valid: {', '.join(self.DISCOVERY)}")
+    if reads not in self.READS:
+      raise ValueError(f"unknown reads {reads!r}; valid: {', '.join(self.READS)}")
     self.discovery = discovery
     self.narrate = narrate
+    self.reads = reads
 
   def reset(self, task: Task) -> None:
     steps: list[tuple[str, str, dict[str, Any]]] = []
@@ -102,7 +109,8 @@ class OracleAgent(Agent):
       steps.append(("I'll start by finding out which services are available.", "list_services", {}))
     services, tools = set(), set()
     full = self.discovery == "full"
-    for call in task.reference_solution:
+    solution = needed_calls(task) if self.reads == "needed" else task.reference_solution
+    for call in solution:
       if full and call.service not in services:
         services.add(call.service)
         steps.append(
@@ -142,9 +150,13 @@ class OracleAgent(Agent):
 
 
 def oracle_settings(block: Mapping[str, Any]) -> dict[str, Any]:
-  """``OracleAgent``'s keyword arguments from a config block that may set ``discovery`` and
-  ``narrate`` (else: full discovery, each call narrated)."""
-  return {"discovery": block.get("discovery", "full"), "narrate": block.get("narrate", True)}
+  """``OracleAgent``'s keyword arguments from a config block that may set ``discovery``,
+  ``narrate`` and ``reads`` (else: full discovery, each call narrated, every read played)."""
+  return {
+    "discovery": block.get("discovery", "full"),
+    "narrate": block.get("narrate", True),
+    "reads": block.get("reads", "all"),
+  }
 
 
 class AgentError(RuntimeError):

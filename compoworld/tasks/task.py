@@ -7,6 +7,8 @@ stored content hash. ``g`` is stored as the hash of the state the reference solu
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -179,3 +181,107 @@ def gate_failures(task: Task) -> list[str]:
     if task.verify(staled, task.reference_answer).success:
       reasons.append("stale_value_accepted")
   return reasons
+
+
+#: Arguments that size or step through a page: the caller picks them, no reply needs to show them.
+_PAGING = frozenset({"limit", "offset", "page", "page_size", "per_page", "max_results", "cursor"})
+
+
+def _scalars(value: Any) -> Iterable[Any]:
+  """The strings and numbers in an argument value, nested lists and objects walked (paging
+  arguments left out); a string also stands for its words (``"Agenda: https://..."`` needs the link a reply showed)."""
+  if isinstance(value, dict):
+    for k, v in value.items():
+      if k not in _PAGING:
+        yield from _scalars(v)
+  elif isinstance(value, list):
+    for v in value:
+      yield from _scalars(v)
+  elif isinstance(value, str):
+    yield value
+    words = value.split()
+    if len(words) > 1:
+      yield from words
+  elif isinstance(value, int | float) and not isinstance(value, bool):
+    yield value
+
+
+def _forms(value: Any) -> list[str]:
+  """How a text may write ``value``: a string as itself or JSON-escaped; a number in JSON, as
+  an integer when it is one, and with thousands separators ("13,600.00"); a timestamp also as
+  "2026-03-04 09:00"."""
+  if isinstance(value, str):
+    forms = [value, json.dumps(value)[1:-1]]
+    if m := re.fullmatch(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d)(?::00)?", value):
+      forms.append(f"{m[1]} {m[2]}")
+    return forms
+  forms = [json.dumps(value), f"{value:,.2f}", f"{value:.2f}"]
+  if float(value).is_integer():
+    forms += [str(int(value)), f"{int(value):,}"]
+  return forms
+
+
+def _shows(text: str, value: Any) -> bool:
+  """Whether ``text`` (an instruction or a rendered tool reply) holds ``value`` verbatim in one
+  of its forms, a number between non-digits."""
+  if isinstance(value, str):
+    return any(f in text for f in _forms(value))
+  return any(re.search(rf"(?<![\w.,]){re.escape(f)}(?![\w]|[.,]\d)", text) for f in _forms(value))
+
+
+def needed_calls(task: Task) -> list[ToolCall]:
+  """The reference solution without the reads whose replies nothing after them needs.
+
+  A walk's read step (``get_invoice`` after ``list_invoices`` found the invoice) often shows
+  again what an earlier reply showed in full. Each value a call needs (its argument values, a
+  multi-word string's words too) and each word or figure of the reference answer is looked for
+  verbatim in the instruction and the earlier replies. A read is dropped when every value that
+  the whole solution's context showed is still shown without it; the reads are tried in order.
+  A task with a needed value that no context shows (one computed from replies, or a multi-word
+  value none of whose words is shown) keeps every read, since which reply it comes from is not
+  known; so does one whose shortened solution would not pass its rubric. Reads change no state,
+  so the replies of the calls kept are those of the whole solution.
+  """
+  calls = task.reference_solution
+  env = task.make_env()
+  writes = set(task.write_indices(env))
+  _, outputs = task.replay(env)
+  replies = [json.dumps(o) for o in outputs]
+  # The reference answer's figures and the words a reply shows and the instruction does not.
+  answer: list[Any] = []
+  for word in re.findall(r"[^\s\"'()]+", task.reference_answer or ""):
+    word = word.rstrip(".,;:!?")
+    if re.fullmatch(r"-?[\d,]*\d(?:\.\d+)?", word):
+      answer.append(float(word.replace(",", "")))
+    elif word and not _shows(task.instruction, word) and any(_shows(r, word) for r in replies):
+      answer.append(word)
+  needs = [list(_scalars(c.arguments)) for c in calls] + [answer]
+
+  def shown(value: Any, j: int, kept: set[int]) -> bool:
+    return _shows(task.instruction, value) or any(_shows(replies[i], value) for i in kept if i < j)
+
+  everything = set(range(len(calls)))
+  visible = [[v for v in values if shown(v, j, everything)] for j, values in enumerate(needs)]
+  for j, values in enumerate(needs):
+    whole = [v for v in values if not isinstance(v, str) or " " in v or v in visible[j]]
+    if any(v not in visible[j] and not _partly_shown(v, visible[j]) for v in whole):
+      return list(calls)
+  kept = set(everything)
+  for i in range(len(calls)):
+    if i in writes or not outputs[i]["ok"]:
+      continue
+    trial = kept - {i}
+    users = [j for j in trial if j > i] + [len(calls)]
+    if all(shown(v, j, trial) for j in users for v in visible[j]):
+      kept = trial
+  if kept == everything:
+    return list(calls)
+  lean = [calls[i] for i in sorted(kept)]
+  env, _ = task.replay(calls=lean)
+  return lean if task.verify(env, task.reference_answer).success else list(calls)
+
+
+def _partly_shown(value: Any, visible: list[Any]) -> bool:
+  """A multi-word string none of whose words is shown is computed, not copied; one with a
+  shown word is copied around a template ("Agenda: " + a link)."""
+  return isinstance(value, str) and " " in value and any(w in visible for w in value.split())

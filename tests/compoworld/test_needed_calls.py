@@ -1,0 +1,94 @@
+"""``needed_calls``: the reference solution without the reads nothing after them needs, and the
+oracle that plays it (``OracleAgent(reads="needed")``)."""
+
+import json
+
+import pytest
+
+from compoworld.agents.agent import OracleAgent
+from compoworld.agents.episode import run_episode
+from compoworld.tasks.generate import generate_tasks
+from compoworld.tasks.task import _shows, needed_calls
+
+
+@pytest.fixture(scope="module")
+def tasks():
+  tasks, _ = generate_tasks(24, seed=3, progress=False, k=1, min_walk=2, max_walk=2)
+  return tasks
+
+
+def test_shows_finds_values_in_their_written_forms():
+  assert _shows('{"amount_due": 183.32}', 183.32)
+  assert not _shows('{"amount_due": 1183.32}', 183.32)
+  assert not _shows('{"amount_due": 183.321}', 183.32)
+  assert _shows("worth 13,600.00 and due", 13600.0)
+  assert _shows("worth 13600 in all", 13600.0)
+  assert not _shows("worth 13,600.50", 13600.0)
+  assert _shows("for 2026-03-04 09:00 please", "2026-03-04T09:00:00")
+  assert _shows(json.dumps({"memo": 'the "Juniper" deal'}), 'the "Juniper" deal')
+
+
+def test_needed_calls_drop_a_get_after_the_list_that_showed_the_record(tasks):
+  """The golden case: a list that finds a record and a get that shows it again; the get goes,
+  the list (whose reply is the only one with the id) stays, and so does every write."""
+  golden = tasks[0]  # the generator is deterministic: seed 3's first task
+  assert [c.tool for c in golden.reference_solution] == [
+    "list_entries",
+    "get_entry",
+    "post_journal_entry",
+  ]
+  assert [c.tool for c in needed_calls(golden)] == ["list_entries", "post_journal_entry"]
+  dropped = 0
+  for task in tasks:
+    full, lean = task.reference_solution, needed_calls(task)
+    names = [(c.service, c.tool) for c in full]
+    # a subsequence of the reference solution that keeps every write
+    it = iter(names)
+    assert all(n in it for n in [(c.service, c.tool) for c in lean])
+    writes = [full[i] for i in task.write_indices()]
+    assert [c for c in lean if c in writes] == writes
+    env, outs = task.replay(calls=lean)
+    assert all(o["ok"] for o in outs) and task.verify(env, task.reference_answer).success
+    dropped += len(full) - len(lean)
+  assert dropped > 0
+
+
+def test_needed_calls_keep_every_value_the_whole_solution_showed(tasks):
+  """Each argument value a later call copies from the instruction or a reply is still shown
+  before that call once the reads are dropped."""
+  for task in tasks:
+    lean = needed_calls(task)
+    _, outs = task.replay(calls=lean)
+    _, full_outs = task.replay()
+    full_replies = [json.dumps(o) for o in full_outs]
+    replies = [json.dumps(o) for o in outs]
+    full_pos = {id(c): i for i, c in enumerate(task.reference_solution)}
+    for j, call in enumerate(lean):
+      before = [task.instruction, *replies[:j]]
+      full_before = [task.instruction, *full_replies[: full_pos[id(call)]]]
+      for key, value in call.arguments.items():
+        if key == "limit" or not isinstance(value, str | float | int):
+          continue
+        if any(_shows(t, value) for t in full_before):
+          assert any(_shows(t, value) for t in before), (task.id, call.tool, key, value)
+
+
+def test_needed_calls_keep_every_read_when_a_value_is_computed(tasks):
+  """A figure in the answer that no reply or instruction shows is computed from replies the
+  function cannot tell apart, so no read is dropped."""
+  task = next(t for t in tasks if len(needed_calls(t)) < len(t.reference_solution))
+  computed = task.model_copy(update={"reference_answer": "The total is 98,765.43."})
+  assert needed_calls(computed) == computed.reference_solution
+
+
+def test_an_oracle_playing_the_needed_reads_solves_the_tasks_in_fewer_calls(tasks):
+  saved = 0
+  for task in tasks[:8]:
+    full, _ = run_episode(OracleAgent(discovery="none"), task)
+    lean, _ = run_episode(OracleAgent(discovery="none", reads="needed"), task)
+    assert full.result.success and lean.result.success
+    assert lean.tool_calls == len(needed_calls(task)) <= full.tool_calls
+    saved += full.tool_calls - lean.tool_calls
+  assert saved > 0
+  with pytest.raises(ValueError, match="valid: all, needed"):
+    OracleAgent(reads="some")
