@@ -17,7 +17,7 @@ import json
 import typing
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, TypeAdapter
@@ -269,6 +269,12 @@ class ServiceState(BaseModel):
       elif _mutable_in(field.annotation):
         raise TypeError(f"{cls.__name__}.{name}: state fields must be tables or immutable values")
     cls._table_fields = tuple(tables)
+
+  @classmethod
+  def empty(cls, seed: int, **scalars: Any) -> Self:
+    """A state with every table empty, where a data generator starts (``scalars`` sets any
+    other field, such as the user the service acts for)."""
+    return cls(seed=seed, **{name: {} for name in cls._table_fields}, **scalars)
 
   def tables(self) -> dict[str, Table]:
     return {name: self.__dict__[name] for name in self._table_fields}

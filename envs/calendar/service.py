@@ -93,7 +93,7 @@ class CalendarService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> CalendarState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = CalendarState(seed=seed, calendars={}, events={})
+    state = CalendarState.empty(seed)
     owner = w.people[0]
     for name, desc in (
       ("Work", "Meetings and reviews"),

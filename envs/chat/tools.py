@@ -52,7 +52,7 @@ class ChatService(Service):
   def generate(cls, seed: int, size: int | None) -> ChatState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
     me = w.people[0].handle
-    state = ChatState(seed=seed, current_user=me, users={}, channels={}, messages={}, dms={})
+    state = ChatState.empty(seed, current_user=me)
     gone = rng.choice(w.people[1:]).handle
     for p in w.people:
       state.users.insert(

@@ -27,7 +27,7 @@ class CrmData:
   @classmethod
   def generate(cls, seed: int, size: int | None) -> CrmState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = CrmState(seed=seed, accounts={}, contacts={}, deals={}, activities={})
+    state = CrmState.empty(seed)
     now, today = state.now, state.now.date()
     team = _sales_team(seed)
     seen: set[str] = set()

@@ -60,7 +60,7 @@ class DocstoreService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> DocstoreState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = DocstoreState(seed=seed, documents={}, pages={}, annotations={}, bookmarks={})
+    state = DocstoreState.empty(seed)
     found = {p.department: p.email for p in w.people if p.title == f"Head of {p.department}"}
     heads = {d: found.get(d, w.people[1].email) for d in DEPARTMENTS}  # else the CEO owns it
     docs = _policies(w, heads)

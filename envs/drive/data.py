@@ -25,7 +25,7 @@ class DriveData:
   @classmethod
   def generate(cls, seed: int, size: int | None) -> DriveState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = DriveState(seed=seed, folders={}, files={}, permissions={}, links={})
+    state = DriveState.empty(seed)
     me, now = w.people[0], state.now
     sales, finance, hr = _lead(w, "Sales"), _lead(w, "Finance"), _lead(w, "People")
     eng, mkt = _lead(w, "Engineering"), _lead(w, "Marketing")

@@ -184,7 +184,7 @@ class EmailMarketingService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> EmailMarketingState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = EmailMarketingState(seed=seed, audiences={}, subscribers={}, campaigns={}, reports={})
+    state = EmailMarketingState.empty(seed)
     now, total = state.now, size if size is not None else 60
     marketer = next((p for p in w.people if p.department == "Marketing"), w.people[0])
     contacts = [(c, cu) for cu in w.customers for c in cu.contacts]

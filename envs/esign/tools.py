@@ -55,7 +55,7 @@ class EsignService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> EsignState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = EsignState(seed=seed, templates={}, envelopes={})
+    state = EsignState.empty(seed)
     me, now = w.people[0], state.now
     leads = {"CEO": w.people[1]}
     for p in w.people[2:]:

@@ -144,7 +144,7 @@ class ExpensesService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> ExpensesState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = ExpensesState(seed=seed, members={}, policies={}, reports={}, expenses={})
+    state = ExpensesState.empty(seed)
     for p in w.people:
       state.members.insert(
         Member(

@@ -45,9 +45,7 @@ class ForumService(Service):
   def generate(cls, seed: int, size: int | None) -> ForumState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
     me = w.people[0]
-    state = ForumState(
-      seed=seed, user=me.handle, communities={}, posts={}, comments={}, users={}, votes={}
-    )
+    state = ForumState.empty(seed, user=me.handle)
     for p in w.people:
       state.users.insert(User(id=p.handle, display_name=p.name, email=p.email))
     city, slug = me.city, me.city.lower()

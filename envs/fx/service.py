@@ -123,7 +123,7 @@ class FxService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> FxState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = FxState(seed=seed, currencies={}, rates={}, wallets={}, transfers={}, alerts={})
+    state = FxState.empty(seed)
     today = state.now.date()
     for code, name, symbol, decimals, level in CURRENCIES:
       state.currencies.insert(Currency(id=code, name=name, symbol=symbol, decimals=decimals))

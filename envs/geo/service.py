@@ -224,7 +224,7 @@ class GeoService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> GeoState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = GeoState(seed=seed, places={}, forecasts={}, saved_places={}, alerts={})
+    state = GeoState.empty(seed)
     specs = []
     for v in w.venues:
       kind = next(k for suffix, k in VENUE_KIND.items() if v.name.endswith(suffix))

@@ -31,7 +31,7 @@ class HelpdeskData:
   @classmethod
   def generate(cls, seed: int, size: int | None) -> HelpdeskState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = HelpdeskState(seed=seed, requesters={}, agents={}, tickets={}, comments={}, macros={})
+    state = HelpdeskState.empty(seed)
     now = state.now
     tiers = {}
     for customer in w.customers:

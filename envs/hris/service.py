@@ -99,7 +99,7 @@ class HrisService(Service):
     # A bigger world keeps its first 60 people: the same people other services see.
     w = world(seed) if count <= 60 else world(seed, population=min(count, 1200))
     people = w.people[:count]
-    state = HrisState(seed=seed, employees={}, departments={}, job_history={})
+    state = HrisState.empty(seed)
     ids = {p.email: p.employee_id for p in people}
     managers = {p.manager_email for p in people}
     for dept in DEPARTMENTS:

@@ -54,9 +54,7 @@ class InventoryService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> InventoryState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = InventoryState(
-      seed=seed, warehouses={}, products={}, levels={}, movements={}, reservations={}
-    )
+    state = InventoryState.empty(seed)
     # Only physical goods are stocked: software seats and services weigh nothing.
     stocked = [p for p in w.products if p.weight_kg > 0]
     target = size if size is not None else 3 * len(stocked)

@@ -22,9 +22,7 @@ class InvoicingData:
   @classmethod
   def generate(cls, seed: int, size: int | None) -> InvoicingState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = InvoicingState(
-      seed=seed, customers={}, products={}, invoices={}, payments={}, credit_notes={}
-    )
+    state = InvoicingState.empty(seed)
     for p in w.products:
       state.products.insert(
         Product(id=p.sku, name=p.name, category=p.category, unit_price=p.unit_price)

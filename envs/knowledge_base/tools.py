@@ -47,7 +47,7 @@ class KnowledgeBaseService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> KnowledgeBaseState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = KnowledgeBaseState(seed=seed, sections={}, articles={}, votes={})
+    state = KnowledgeBaseState.empty(seed)
     now = state.now
     ids = {}
     for i, (name, desc) in enumerate(SECTIONS, 1):

@@ -59,7 +59,7 @@ class LedgerService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> LedgerState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = LedgerState(seed=seed, accounts={}, periods={}, entries={})
+    state = LedgerState.empty(seed)
     for code, name, kind, normal in CHART:
       state.accounts.insert(
         Account(id=code, name=name, type=kind, normal_balance=normal or NORMAL[kind])

@@ -68,7 +68,7 @@ class MapsService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> MapsState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = MapsState(seed=seed, places={}, lists={}, reviews={})
+    state = MapsState.empty(seed)
     country = {c[0]: c[1] for c in CITIES}
     centre = {c[0]: (c[2], c[3]) for c in CITIES}
 

@@ -55,7 +55,7 @@ class MeetingsService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> MeetingsState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = MeetingsState(seed=seed, meetings={}, registrants={}, recordings={}, transcripts={})
+    state = MeetingsState.empty(seed)
     me, now = w.people[0], state.now
     for i in range(size if size is not None else 30):
       topic, agenda, external = TOPICS[i % len(TOPICS)] if i < len(TOPICS) else rng.choice(TOPICS)

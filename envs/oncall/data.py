@@ -29,9 +29,7 @@ class OncallData:
   @classmethod
   def generate(cls, seed: int, size: int | None) -> OncallState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = OncallState(
-      seed=seed, services={}, policies={}, schedules={}, overrides={}, incidents={}
-    )
+    state = OncallState.empty(seed)
     now = state.now
     head = next((p for p in w.people if p.title == "Head of Engineering"), w.people[1]).email
     # The head of engineering is the last escalation level, not a pager rotation member.

@@ -174,7 +174,7 @@ class PayrollService(Service):
     rng = random.Random(f"{cls.name}:{seed}")
     count = max(size if size is not None else 60, 2)
     w = world(seed) if count <= 60 else world(seed, population=min(count, 1200))
-    state = PayrollState(seed=seed, compensation={}, pay_runs={}, payslips={}, adjustments={})
+    state = PayrollState.empty(seed)
     for p in w.people[:count]:
       low, high = BANDS[p.department]
       if p.title == "CEO":

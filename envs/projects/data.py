@@ -26,7 +26,7 @@ class ProjectsData:
   @classmethod
   def generate(cls, seed: int, size: int | None) -> ProjectsState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = ProjectsState(seed=seed, projects={}, tasks={}, comments={})
+    state = ProjectsState.empty(seed)
     now, user = state.now, w.people[0].email
     n_tasks = size if size is not None else 48
     n_projects = max(1, min(len(TEMPLATES), round(n_tasks / 12)))

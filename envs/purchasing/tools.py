@@ -56,7 +56,7 @@ class PurchasingService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> PurchasingState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = PurchasingState(seed=seed, vendors={}, items={}, orders={}, receipts={})
+    state = PurchasingState.empty(seed)
     now = state.now
     for v in w.vendors:
       state.vendors.insert(

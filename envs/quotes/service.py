@@ -136,7 +136,7 @@ class QuotesService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> QuotesState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = QuotesState(seed=seed, products={}, quotes={})
+    state = QuotesState.empty(seed)
     for p in w.products:
       state.products.insert(
         Product(id=p.sku, name=p.name, category=p.category, list_price=p.unit_price)

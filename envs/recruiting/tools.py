@@ -60,9 +60,7 @@ class RecruitingService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> RecruitingState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = RecruitingState(
-      seed=seed, jobs={}, candidates={}, applications={}, interviews={}, offers={}
-    )
+    state = RecruitingState.empty(seed)
     now, today = state.now, state.now.date()
     heads = {p.department: p.email for p in w.people if p.title.startswith("Head of")}
     staff: dict[str, list[str]] = {}

@@ -62,7 +62,7 @@ class ShippingService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> ShippingState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = ShippingState(seed=seed, rates={}, shipments={}, pickups={})
+    state = ShippingState.empty(seed)
     for carrier in CARRIERS:
       scale = rng.uniform(0.9, 1.15)
       for level, base, per_kg, days in (

@@ -51,7 +51,7 @@ class SimosphereService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> SimosphereState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = SimosphereState(seed=seed, messages={}, documents={}, invitations={})
+    state = SimosphereState.empty(seed)
     me, others = w.people[0], w.people[1:]
     now = state.now
     customers = [name for name, _ in COMPANIES if name != w.company]

@@ -131,7 +131,7 @@ class SocialPostsService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> SocialPostsState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = SocialPostsState(seed=seed, profiles={}, posts={}, analytics={})
+    state = SocialPostsState.empty(seed)
     now = state.now
     slug = re.sub(r"[^a-z0-9]", "", w.company.lower())
     handles = {

@@ -28,9 +28,7 @@ class StorefrontData:
   @classmethod
   def generate(cls, seed: int, size: int | None) -> StorefrontState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = StorefrontState(
-      seed=seed, customers={}, products={}, orders={}, refunds={}, discount_codes={}
-    )
+    state = StorefrontState.empty(seed)
     now = state.now
     for p in w.products:
       state.products.insert(Product(id=p.sku, name=p.name, category=p.category, price=p.unit_price))

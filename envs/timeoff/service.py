@@ -156,9 +156,7 @@ class TimeOffService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> TimeOffState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = TimeOffState(
-      seed=seed, employees={}, policies={}, balances={}, requests={}, holidays={}
-    )
+    state = TimeOffState.empty(seed)
     today = state.now.date()
     for pid, name, days, desc in POLICIES:
       state.policies.insert(Policy(id=pid, name=name, annual_days=days, description=desc))

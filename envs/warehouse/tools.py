@@ -55,16 +55,7 @@ class WarehouseService(Service):
   @classmethod
   def generate(cls, seed: int, size: int | None) -> WarehouseState:
     rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = WarehouseState(
-      seed=seed,
-      customers={},
-      products={},
-      orders={},
-      support_tickets_daily={},
-      revenue_by_month={},
-      saved_queries={},
-      exports={},
-    )
+    state = WarehouseState.empty(seed)
     today = state.now.date()
     reps = [p for p in w.people if p.department == "Sales"] or list(w.people[1:])
     for i, c in enumerate(w.customers, 1):

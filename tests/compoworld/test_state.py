@@ -133,6 +133,13 @@ def test_state_knows_its_tables():
   }
 
 
+def test_empty_state_has_every_table_empty_and_takes_other_fields():
+  s = NotesState.empty(7, owner="ben@example.com")
+  twin = NotesState(seed=7, notes={}, labels={}, owner="ben@example.com")
+  assert s.content_hash() == twin.content_hash()
+  assert [len(t) for t in s.tables().values()] == [0, 0]
+
+
 def test_state_scalars_are_validated_on_assignment():
   s = make_state()
   with pytest.raises(pydantic.ValidationError):
