@@ -111,6 +111,12 @@ class Table(Generic[R]):
     except (KeyError, TypeError):
       raise NotFound(f"{_entity(self.record_type)} '{record_id}' not found") from None
 
+  def check(self, record_id: str | None) -> None:
+    """A 404 ``NotFound`` unless ``record_id`` is None or the id of a record: how a list tool
+    checks an id it filters by, so that an unknown one is an error, not an empty page."""
+    if record_id is not None:
+      self.get(record_id)
+
   def find(self, record_id: str) -> R | None:
     return self._rows.get(record_id)
 

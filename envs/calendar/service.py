@@ -159,8 +159,7 @@ class CalendarService(Service):
       limit: page size (1-100).
       offset: index of the first event to return.
     """
-    if calendar_id is not None:
-      self.state.calendars.get(calendar_id)
+    self.state.calendars.check(calendar_id)
     events = sorted(
       (
         e

@@ -290,8 +290,7 @@ class ChatService(Service):
     """
     if channel_id is not None:
       self._readable(channel_id)
-    if author is not None:
-      self.state.users.get(author)
+    self.state.users.check(author)
     readable: dict[str, bool] = {}
 
     def can_read(cid: str) -> bool:

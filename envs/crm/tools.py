@@ -149,8 +149,7 @@ class CrmService(CrmData, Service):
       limit: page size (1-100).
       offset: index of the first contact to return.
     """
-    if account_id is not None:
-      self.state.accounts.get(account_id)
+    self.state.accounts.check(account_id)
     return page_of(
       self.state.contacts,
       eq={"account_id": account_id},
@@ -181,8 +180,7 @@ class CrmService(CrmData, Service):
       limit: page size (1-100).
       offset: index of the first deal to return.
     """
-    if account_id is not None:
-      self.state.accounts.get(account_id)
+    self.state.accounts.check(account_id)
     return page_of(
       self.state.deals,
       eq={"stage": stage, "owner": owner and owner.lower(), "account_id": account_id},
@@ -221,10 +219,8 @@ class CrmService(CrmData, Service):
       limit: page size (1-100).
       offset: index of the first activity to return.
     """
-    if contact_id is not None:
-      self.state.contacts.get(contact_id)
-    if deal_id is not None:
-      self.state.deals.get(deal_id)
+    self.state.contacts.check(contact_id)
+    self.state.deals.check(deal_id)
     found = [
       a
       for a in self.state.activities

@@ -293,8 +293,7 @@ class DocstoreService(Service):
       limit: page size (1-100).
       offset: index of the first annotation to return.
     """
-    if document_id is not None:
-      self.state.documents.get(document_id)
+    self.state.documents.check(document_id)
     return page_of(
       self.state.annotations,
       eq={"document_id": document_id, "author": author and author.lower()},

@@ -302,8 +302,7 @@ class EmailMarketingService(Service):
       limit: page size (1-100).
       offset: index of the first subscriber to return.
     """
-    if audience_id is not None:
-      self.state.audiences.get(audience_id)
+    self.state.audiences.check(audience_id)
     return page_of(
       self.state.subscribers,
       eq={"audience_id": audience_id, "status": status},
@@ -333,8 +332,7 @@ class EmailMarketingService(Service):
       limit: page size (1-100).
       offset: index of the first campaign to return.
     """
-    if audience_id is not None:
-      self.state.audiences.get(audience_id)
+    self.state.audiences.check(audience_id)
     return page_of(
       self.state.campaigns,
       eq={"status": status, "audience_id": audience_id},
@@ -517,8 +515,7 @@ class EmailMarketingService(Service):
     campaign = self._unsent(campaign_id)
     if campaign.status == "scheduled":
       raise Conflict(f"campaign '{campaign_id}' is scheduled; unschedule it before editing")
-    if audience_id is not None:
-      self.state.audiences.get(audience_id)
+    self.state.audiences.check(audience_id)
     changes = {
       k: v
       for k, v in dict(

@@ -194,10 +194,8 @@ class ForumService(Service):
       limit: page size (1-100).
       offset: index of the first post to return.
     """
-    if community_id is not None:
-      self.state.communities.get(community_id)
-    if author is not None:
-      self.state.users.get(author)
+    self.state.communities.check(community_id)
+    self.state.users.check(author)
     posts = [
       p
       for p in self.state.posts

@@ -373,8 +373,7 @@ class FxService(Service):
       limit: page size (1-100).
       offset: index of the first movement to return.
     """
-    if wallet_id is not None:
-      self.state.wallets.get(wallet_id)
+    self.state.wallets.check(wallet_id)
     return page_of(
       self.state.transfers,
       eq={"kind": kind},

@@ -260,10 +260,8 @@ class HrisService(Service):
       limit: page size (1-100).
       offset: index of the first employee to return.
     """
-    if department is not None:
-      self.state.departments.get(department)
-    if manager_id is not None:
-      self.state.employees.get(manager_id)
+    self.state.departments.check(department)
+    self.state.employees.check(manager_id)
     found = sorted(
       (
         e

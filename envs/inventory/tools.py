@@ -331,10 +331,8 @@ class InventoryService(Service):
       limit: page size (1-100).
       offset: index of the first movement to return.
     """
-    if sku is not None:
-      self.state.products.get(sku)
-    if warehouse is not None:
-      self.state.warehouses.get(warehouse)
+    self.state.products.check(sku)
+    self.state.warehouses.check(warehouse)
     return page_of(
       self.state.movements,
       eq={"sku": sku, "warehouse": warehouse, "reason": reason, "reference": reference},
@@ -386,8 +384,7 @@ class InventoryService(Service):
       limit: page size (1-100).
       offset: index of the first item to return.
     """
-    if warehouse is not None:
-      self.state.warehouses.get(warehouse)
+    self.state.warehouses.check(warehouse)
     rows = []
     for lv in self.state.levels:
       available = lv.on_hand - lv.reserved

@@ -213,8 +213,7 @@ class InvoicingService(InvoicingData, Service):
       limit: page size (1-100).
       offset: index of the first invoice to return.
     """
-    if customer_id is not None:
-      self.state.customers.get(customer_id)
+    self.state.customers.check(customer_id)
     names = {c.id: c.name for c in self.state.customers}
     found = sorted(
       (
@@ -271,8 +270,7 @@ class InvoicingService(InvoicingData, Service):
       offset: index of the first payment to return.
     """
     inv_id = self._invoice(invoice_id).id if invoice_id is not None else None
-    if customer_id is not None:
-      self.state.customers.get(customer_id)
+    self.state.customers.check(customer_id)
     return page_of(
       self.state.payments,
       eq={"invoice_id": inv_id, "customer_id": customer_id, "method": method},
@@ -318,8 +316,7 @@ class InvoicingService(InvoicingData, Service):
       limit: page size (1-100).
       offset: index of the first invoice to return.
     """
-    if customer_id is not None:
-      self.state.customers.get(customer_id)
+    self.state.customers.check(customer_id)
     rows, totals = [], {}
     for inv in self.state.invoices:
       days = self._overdue_days(inv)

@@ -197,8 +197,7 @@ class KnowledgeBaseService(Service):
       limit: page size (1-100).
       offset: index of the first article to return.
     """
-    if section_id is not None:
-      self.state.sections.get(section_id)
+    self.state.sections.check(section_id)
     want = _labels((label,), "label")[0] if label is not None else None
     words = query.lower().split() if query else []
     found = []
@@ -260,8 +259,7 @@ class KnowledgeBaseService(Service):
       limit: page size (1-100).
       offset: index of the first article to return.
     """
-    if section_id is not None:
-      self.state.sections.get(section_id)
+    self.state.sections.check(section_id)
     return page_of(
       self.state.articles,
       eq={"status": "published", "section_id": section_id},

@@ -310,8 +310,7 @@ class LedgerService(Service):
       limit: page size (1-100).
       offset: index of the first entry to return.
     """
-    if account_code is not None:
-      self.state.accounts.get(account_code)
+    self.state.accounts.check(account_code)
     if start_date and end_date and end_date < start_date:
       raise InvalidArgument(f"end_date ({end_date}) must not be before start_date ({start_date})")
     return page_of(

@@ -439,8 +439,7 @@ class MapsService(Service):
       limit: page size (1-100).
       offset: index of the first review to return.
     """
-    if place_id is not None:
-      self.state.places.get(place_id)
+    self.state.places.check(place_id)
     return page_of(
       self.state.reviews,
       eq={"place_id": place_id, "author": author and author.lower()},

@@ -292,8 +292,7 @@ class MeetingsService(Service):
       limit: page size (1-100).
       offset: index of the first recording to return.
     """
-    if meeting_id is not None:
-      self.state.meetings.get(meeting_id)
+    self.state.meetings.check(meeting_id)
     return page_of(
       self.state.recordings,
       eq={"meeting_id": meeting_id},

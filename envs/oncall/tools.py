@@ -288,8 +288,7 @@ class OncallService(OncallData, ServiceBase):
       limit: page size (1-100).
       offset: index of the first incident to return.
     """
-    if service_id is not None:
-      self.state.services.get(service_id)
+    self.state.services.check(service_id)
     found = sorted(
       (
         i

@@ -349,10 +349,8 @@ class PayrollService(Service):
       limit: page size (1-100).
       offset: index of the first payslip to return.
     """
-    if employee_id is not None:
-      self.state.compensation.get(employee_id)
-    if pay_run_id is not None:
-      self.state.pay_runs.get(pay_run_id)
+    self.state.compensation.check(employee_id)
+    self.state.pay_runs.check(pay_run_id)
     return page_of(
       self.state.payslips,
       eq={"employee_id": employee_id, "pay_run_id": pay_run_id},

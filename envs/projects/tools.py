@@ -163,8 +163,7 @@ class ProjectsService(ProjectsData, Service):
       limit: page size (1-100).
       offset: index of the first task to return.
     """
-    if project_id is not None:
-      self.state.projects.get(project_id)
+    self.state.projects.check(project_id)
     if assignee is not None and unassigned:
       raise InvalidArgument("give either assignee or unassigned=true, not both")
     today, label = self.state.now.date(), label.strip().lower() if label else None

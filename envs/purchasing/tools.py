@@ -307,8 +307,7 @@ class PurchasingService(Service):
       limit: page size (1-100).
       offset: index of the first order to return.
     """
-    if vendor_id is not None:
-      self.state.vendors.get(vendor_id)
+    self.state.vendors.check(vendor_id)
     return page_of(
       self.state.orders,
       eq={"status": status, "vendor_id": vendor_id, "requester": requester and requester.lower()},

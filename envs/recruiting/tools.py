@@ -270,10 +270,8 @@ class RecruitingService(Service):
       limit: page size (1-100).
       offset: index of the first application to return.
     """
-    if job_id is not None:
-      self.state.jobs.get(job_id)
-    if candidate_id is not None:
-      self.state.candidates.get(candidate_id)
+    self.state.jobs.check(job_id)
+    self.state.candidates.check(candidate_id)
     return page_of(
       self.state.applications,
       eq={"job_id": job_id, "candidate_id": candidate_id, "stage": stage},

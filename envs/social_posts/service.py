@@ -283,8 +283,7 @@ class SocialPostsService(Service):
       limit: page size (1-100).
       offset: index of the first post to return.
     """
-    if profile_id is not None:
-      self.state.profiles.get(profile_id)
+    self.state.profiles.check(profile_id)
     return page_of(
       self.state.posts,
       eq={"profile_id": profile_id, "status": status},
@@ -337,8 +336,7 @@ class SocialPostsService(Service):
       limit: page size (1-100).
       offset: index of the first post to return.
     """
-    if profile_id is not None:
-      self.state.profiles.get(profile_id)
+    self.state.profiles.check(profile_id)
 
     def score(post: Post) -> int:
       a = self.state.analytics.get(post.id)

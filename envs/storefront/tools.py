@@ -198,8 +198,7 @@ class StorefrontService(StorefrontData, Service):
       limit: page size (1-100).
       offset: index of the first order to return.
     """
-    if customer_id is not None:
-      self.state.customers.get(customer_id)
+    self.state.customers.check(customer_id)
     if since is not None and until is not None and until <= since:
       raise InvalidArgument(
         f"until ({until.isoformat()}) must be after since ({since.isoformat()})"

@@ -303,8 +303,7 @@ class TimeOffService(Service):
       limit: page size (1-100).
       offset: index of the first request to return.
     """
-    if employee_id is not None:
-      self.state.employees.get(employee_id)
+    self.state.employees.check(employee_id)
     who = approver.lower() if approver else None
     return page_of(
       self.state.requests,

@@ -181,6 +181,15 @@ def test_table_get_missing_is_not_found_naming_the_id():
     t.delete("note_404")
 
 
+def test_table_check_passes_none_and_known_ids_and_refuses_unknown_ones():
+  t = Table(Note)
+  t.insert(Note(id="note_1", title="a"))
+  t.check(None)
+  t.check("note_1")
+  with pytest.raises(NotFound, match="note 'note_404' not found"):
+    t.check("note_404")
+
+
 def test_table_duplicate_insert_is_conflict_and_changes_nothing():
   t = Table(Note)
   first = t.insert(Note(id="a", title="Alpha"))
