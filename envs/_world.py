@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import random
+
+from compoworld.runtime.envelope import NotFound
 
 FIRST = (
   "Ava",
@@ -202,6 +205,24 @@ class World:
 
   def reports_of(self, email: str) -> list[Person]:
     return [p for p in self.people if p.manager_email == email]
+
+
+def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+  """Great-circle distance in kilometres."""
+  p1, p2 = math.radians(lat1), math.radians(lat2)
+  dp, dl = p2 - p1, math.radians(lon2 - lon1)
+  a = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2
+  return 2 * 6371.0 * math.asin(min(1.0, math.sqrt(a)))
+
+
+def employee_email(seed: int, email: str, argument: str = "") -> str:
+  """``email`` lower-cased, once it is the address of an employee of the world of ``seed``;
+  anyone else is a 404 ``NotFound`` (naming the tool's ``argument``, when given)."""
+  email = email.lower()
+  if world(seed).person(email) is None:
+    where = f"{argument}: " if argument else ""
+    raise NotFound(f"{where}no employee with email '{email}'")
+  return email
 
 
 INDUSTRIES = ("Retail", "Logistics", "Healthcare", "Manufacturing", "Education", "Media", "Fintech")

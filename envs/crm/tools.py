@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from datetime import date, datetime
 
-from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
+from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Money, Offset, Text
 from compoworld.runtime.query import page_of, paginate
-from envs._world import world
+from envs._world import employee_email, world
 from envs.crm.data import CrmData
 from envs.crm.state import (
   CLOSED,
@@ -51,12 +51,6 @@ class CrmService(CrmData, Service):
   def user(self) -> str:
     """The CRM user's email: the world's first person."""
     return world(self.state.seed).people[0].email
-
-  def _employee(self, email: str, argument: str) -> str:
-    email = email.lower()
-    if world(self.state.seed).person(email) is None:
-      raise NotFound(f"{argument}: no employee with email '{email}'")
-    return email
 
   def _future_date(self, value: date, argument: str) -> date:
     today = self.state.now.date()
@@ -364,7 +358,7 @@ class CrmService(CrmData, Service):
         currency=currency or world(self.state.seed).currency,
         stage=stage,
         close_date=self._future_date(close_date, "close_date"),
-        owner=self._employee(owner, "owner") if owner is not None else acc.owner,
+        owner=employee_email(self.state.seed, owner, "owner") if owner is not None else acc.owner,
         contact_id=contact_id,
         created_at=self.state.now,
         updated_at=self.state.now,
@@ -397,7 +391,7 @@ class CrmService(CrmData, Service):
     if close_date is not None:
       changes["close_date"] = self._future_date(close_date, "close_date")
     if owner is not None:
-      changes["owner"] = self._employee(owner, "owner")
+      changes["owner"] = employee_email(self.state.seed, owner, "owner")
     if not changes:
       raise InvalidArgument("update_deal: supply at least one field to change")
     return self.state.deals.update(deal_id, updated_at=self.state.now, **changes)

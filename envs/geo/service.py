@@ -12,7 +12,6 @@ place has at most one active alert per weather condition.
 
 from __future__ import annotations
 
-import math
 import random
 import re
 from datetime import date, datetime, timedelta
@@ -32,7 +31,7 @@ from compoworld import (
 )
 from compoworld.runtime.fields import Limit, Offset, Text
 from compoworld.runtime.query import page_of
-from envs._world import CITIES, LAST, STREETS, world
+from envs._world import CITIES, LAST, STREETS, haversine_km, world
 
 PlaceKind = Literal["venue", "cafe", "library", "park", "station"]
 Condition = Literal["sunny", "cloudy", "rain", "snow", "sleet", "fog", "windy"]
@@ -97,14 +96,6 @@ class GeoState(ServiceState):
 def forecast_id(place_id: str, day: date) -> str:
   """The id of a place's forecast for ``day``."""
   return f"{place_id}@{day.isoformat()}"
-
-
-def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
-  """Great-circle distance in kilometres."""
-  p1, p2 = math.radians(lat1), math.radians(lat2)
-  dp, dl = p2 - p1, math.radians(lon2 - lon1)
-  a = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2
-  return 2 * 6371.0 * math.asin(min(1.0, math.sqrt(a)))
 
 
 #: The venue kinds of the shared world, as place kinds.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 import re
 from datetime import date, datetime, time, timedelta
@@ -11,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from compoworld import Conflict, Record, ServiceState, Table
+from envs._world import haversine_km
 
 Category = Literal[
   "restaurant", "cafe", "bar", "hotel", "airport", "office", "museum", "park", "library", "venue"
@@ -148,14 +148,6 @@ class MapsState(ServiceState):
   places: Table[Place]
   lists: Table[SavedList]
   reviews: Table[Review]
-
-
-def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
-  """Great-circle distance in kilometres."""
-  p1, p2 = math.radians(lat1), math.radians(lat2)
-  dp, dl = p2 - p1, math.radians(lon2 - lon1)
-  a = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2
-  return 2 * 6371.0 * math.asin(min(1.0, math.sqrt(a)))
 
 
 def congestion(city: str, at: datetime) -> float:

@@ -25,11 +25,11 @@ import itertools
 from datetime import datetime, timedelta
 from typing import Literal
 
-from compoworld import Conflict, InvalidArgument, NotFound, registry, tool
+from compoworld import Conflict, InvalidArgument, registry, tool
 from compoworld import Service as ServiceBase
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of, paginate, text_matches
-from envs._world import world
+from envs._world import employee_email, world
 from envs.oncall.data import OncallData
 from envs.oncall.state import (
   MAX_SHIFT_WINDOW,
@@ -507,8 +507,7 @@ class OncallService(OncallData, ServiceBase):
       )
     if end <= self.state.now:
       raise InvalidArgument(f"end ({end.isoformat()}) is in the past; overrides are for the future")
-    if world(self.state.seed).person(email) is None:
-      raise NotFound(f"no employee with email '{email}'")
+    employee_email(self.state.seed, email)
     for o in self.state.overrides:
       if o.schedule_id == schedule_id and o.start < end and start < o.end:
         raise Conflict(

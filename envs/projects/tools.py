@@ -24,7 +24,7 @@ from datetime import date
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of, paginate, text_matches
-from envs._world import world
+from envs._world import employee_email, world
 from envs.projects.data import ProjectsData
 from envs.projects.state import (
   STATUSES,
@@ -450,9 +450,8 @@ class ProjectsService(ProjectsData, Service):
       project_id: the project key, e.g. "OPS".
       email: the employee's email address.
     """
-    project, email = self.state.projects.get(project_id), email.lower()
-    if world(self.state.seed).person(email) is None:
-      raise NotFound(f"no employee with email '{email}'")
+    project = self.state.projects.get(project_id)
+    email = employee_email(self.state.seed, email)
     if email in project.members:
       raise Conflict(f"'{email}' is already a member of project {project_id}")
     return self.state.projects.update(project_id, members=(*project.members, email))

@@ -23,7 +23,7 @@ from datetime import date, datetime, timedelta
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of
-from envs._world import world
+from envs._world import employee_email, world
 from envs.purchasing.state import (
   APPROVAL_LIMIT,
   COMMITTED,
@@ -180,12 +180,6 @@ class PurchasingService(Service):
   def user(self) -> str:
     """The buyer the agent works for: the first person of the world."""
     return world(self.state.seed).people[0].email
-
-  def _employee(self, email: str, argument: str) -> str:
-    email = email.lower()
-    if world(self.state.seed).person(email) is None:
-      raise NotFound(f"{argument}: no employee with email '{email}'")
-    return email
 
   def _order(self, po: str) -> PurchaseOrder:
     """An order by id or by PO number."""
@@ -408,7 +402,7 @@ class PurchasingService(Service):
     if len(set(skus)) != len(skus):
       raise InvalidArgument("lines: each sku may appear only once")
     built = tuple(self._line(ln.sku, ln.quantity, ln.unit_cost) for ln in lines)
-    who = self._employee(requester, "requester") if requester else self.user
+    who = employee_email(self.state.seed, requester, "requester") if requester else self.user
     return self.state.orders.insert(
       PurchaseOrder(
         id=self.state.new_id("po"),
@@ -490,7 +484,7 @@ class PurchasingService(Service):
       approver: the approving employee's email address.
     """
     order = self._order(po)
-    who = self._employee(approver, "approver")
+    who = employee_email(self.state.seed, approver, "approver")
     if order.status != "submitted":
       raise Conflict(
         f"purchase order {order.reference} is {order.status}; only a submitted order is approved"

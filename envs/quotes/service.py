@@ -35,7 +35,7 @@ from compoworld import (
 )
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of
-from envs._world import world
+from envs._world import employee_email, world
 
 Status = Literal["draft", "pending_approval", "approved", "sent", "accepted", "rejected", "expired"]
 Quantity = Annotated[int, Field(ge=1, le=100_000, description="Number of units, at least 1.")]
@@ -482,9 +482,7 @@ class QuotesService(Service):
       approver: the approving manager's employee email.
     """
     quote = self.state.quotes.get(quote_id)
-    approver = approver.lower()
-    if world(self.state.seed).person(approver) is None:
-      raise NotFound(f"approver: no employee with email '{approver}'")
+    approver = employee_email(self.state.seed, approver, "approver")
     if quote.status != "pending_approval":
       raise Conflict(f"quote '{quote_id}' is {quote.status}; only pending_approval can be approved")
     if approver == quote.owner:
