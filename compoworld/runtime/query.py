@@ -1,16 +1,19 @@
 """Small helpers that list and search tools share: text matching, pagination, and one declarative
 query over a table of records (filter, sort, page).
 
-``page_of`` states what a typical list tool's body did by hand::
+``select`` states what a typical list tool's body did by hand; a tool marked
+``@tool(page="movement")`` returns it and the runtime pages it::
 
-  return page_of(
+  return select(
     self.state.movements,
     eq={"sku": sku, "reason": reason},  # record.sku == sku, ...; a None value filters nothing
     ge={"at": since},  # range filters: record.at >= since (also gt, le, lt)
     text=q, fields=("name", "email"),  # every word of q in one of these fields
     key=lambda m: (m.at, m.id), reverse=True,  # the order, as sorted() takes it
-    limit=limit, offset=offset,  # the page
   )
+
+``page_of`` is the same query with the page taken in the body (``limit=limit, offset=offset``),
+for a tool that shows each item of its page through a ``view``.
 """
 
 from __future__ import annotations

@@ -2,12 +2,15 @@
 
 The signature and the Google-style docstring are the single source of truth: they yield the
 argument model that validates calls, the JSON Schema (an OpenAI function ``parameters`` object
-and an MCP ``inputSchema``), and the description.
+and an MCP ``inputSchema``), and the description. A list tool marked ``page=`` leaves its two
+paging arguments, ``limit`` and ``offset``, to the runtime, which adds them (last) and pages the
+items the tool returns.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import math
 import re
@@ -17,7 +20,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from compoworld.runtime.fields import Limit, Offset
 from compoworld.runtime.ports import check_ports
+from compoworld.runtime.query import paginate
 
 _TOOL_ATTR = "__compoworld_tool__"
 
@@ -28,6 +33,8 @@ class ToolOptions:
   name: str | None
   produces: tuple[str, ...]
   consumes: tuple[str, ...]
+  page: str | None = None
+  page_size: int = 20
 
 
 def tool(
@@ -37,6 +44,8 @@ def tool(
   name: str | None = None,
   produces: tuple[str, ...] = (),
   consumes: tuple[str, ...] = (),
+  page: str | None = None,
+  page_size: int = 20,
 ):
   """Marks a service method as a tool.
 
@@ -46,10 +55,16 @@ def tool(
     name: tool name if not the method name.
     produces: port tags of the values a read of this tool yields (e.g. ``person.email``).
     consumes: port tags of the values this tool's arguments take.
+    page: makes a list tool paged, naming one of its items ("vendor"). The tool returns all
+      its items, in order; the runtime adds the arguments ``limit`` (page size, ``page_size`` by
+      default) and ``offset`` (the index of the first item to return) and answers with that page
+      (``paginate``: the items, their total and the next page's offset).
+    page_size: the default page size of a ``page`` tool.
   """
 
   def mark(f: Callable) -> Callable:
-    setattr(f, _TOOL_ATTR, ToolOptions(mutates, name, tuple(produces), tuple(consumes)))
+    options = ToolOptions(mutates, name, tuple(produces), tuple(consumes), page, page_size)
+    setattr(f, _TOOL_ATTR, options)
     return f
 
   return mark(fn) if fn is not None else mark
@@ -185,6 +200,12 @@ def build_spec(method: Callable, owner: str) -> ToolSpec:
       raise TypeError(f"tool {owner}.{method.__name__}: document argument '{pname}' under Args:")
     default = ... if param.default is inspect.Parameter.empty else param.default
     fields[pname] = (hints[pname], Field(default, description=arg_docs[pname]))
+  if opts.page is not None:
+    if {"limit", "offset"} & set(fields):
+      raise TypeError(f"tool {owner}.{method.__name__}: page= adds limit and offset itself")
+    fields["limit"] = (Limit, Field(opts.page_size, description="page size (1-100)."))
+    fields["offset"] = (Offset, Field(0, description=f"index of the first {opts.page} to return."))
+    method = _paged(method)
   name = opts.name or method.__name__
   check_ports(f"tool {owner}.{name}", opts.produces + opts.consumes)
   config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -200,6 +221,16 @@ def build_spec(method: Callable, owner: str) -> ToolSpec:
     produces=opts.produces,
     consumes=opts.consumes,
   )
+
+
+def _paged(method: Callable) -> Callable:
+  """``method`` answering with one page of the items it returns."""
+
+  @functools.wraps(method)
+  def page(self: Any, limit: int, offset: int, **arguments: Any) -> dict[str, Any]:
+    return paginate(method(self, **arguments), limit, offset)
+
+  return page
 
 
 def expected_type(schema: dict[str, Any]) -> str:

@@ -24,8 +24,8 @@ from compoworld import (
   registry,
   tool,
 )
-from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import paginate, text_matches
+from compoworld.runtime.fields import Email, Text
+from compoworld.runtime.query import text_matches
 from envs._world import world
 
 Response = Literal["needs_action", "accepted", "declined", "tentative"]
@@ -135,7 +135,7 @@ class CalendarService(Service):
     """List the user's calendars."""
     return list(self.state.calendars)
 
-  @tool(mutates=False, produces=("event.id", "datetime", "location"))
+  @tool(mutates=False, page="event", produces=("event.id", "datetime", "location"))
   def list_events(
     self,
     query: str | None = None,
@@ -144,9 +144,7 @@ class CalendarService(Service):
     start_before: datetime | None = None,
     attendee: Email | None = None,
     include_cancelled: bool = False,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """List events in start order, optionally filtered.
 
     Args:
@@ -156,11 +154,9 @@ class CalendarService(Service):
       start_before: only events starting before this time (ISO 8601).
       attendee: only events this email address attends.
       include_cancelled: include cancelled events.
-      limit: page size (1-100).
-      offset: index of the first event to return.
     """
     self.state.calendars.check(calendar_id)
-    events = sorted(
+    return sorted(
       (
         e
         for e in self.state.events
@@ -173,7 +169,6 @@ class CalendarService(Service):
       ),
       key=lambda e: (e.start, e.id),
     )
-    return paginate(events, limit, offset)
 
   @tool(mutates=False, produces=("event.id", "datetime", "location", "person.email", "url"))
   def get_event(self, event_id: str) -> Event:

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Limit, Offset, Text
-from compoworld.runtime.query import page_of, paginate, text_matches
+from compoworld.runtime.query import paginate, select, text_matches
 from envs._world import COMPANIES, world
 from envs.chat.state import (
   CHANNELS,
@@ -195,19 +195,15 @@ class ChatService(Service):
 
   # --- reads -------------------------------------------------------------------------------
 
-  @tool(mutates=False, produces=("channel.id",))
-  def list_channels(
-    self, include_archived: bool = False, limit: Limit = 20, offset: Offset = 0
-  ) -> dict:
+  @tool(mutates=False, page="channel", produces=("channel.id",))
+  def list_channels(self, include_archived: bool = False) -> list:
     """List the channels the user can see (public ones and private ones they belong to), by
     name.
 
     Args:
       include_archived: include archived channels.
-      limit: page size (1-100).
-      offset: index of the first channel to return.
     """
-    channels = sorted(
+    return sorted(
       (
         c
         for c in self.state.channels
@@ -215,7 +211,6 @@ class ChatService(Service):
       ),
       key=lambda c: (c.name, c.id),
     )
-    return paginate(channels, limit, offset)
 
   @tool(mutates=False, produces=("channel.id", "person.handle"))
   def get_channel(self, channel_id: str) -> Channel:
@@ -268,25 +263,19 @@ class ChatService(Service):
 
   @tool(
     mutates=False,
+    page="message",
     consumes=("text", "channel.id", "person.handle"),
     produces=("message.id", "channel.id", "person.handle", "text"),
   )
   def search_messages(
-    self,
-    query: Text,
-    channel_id: str | None = None,
-    author: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+    self, query: Text, channel_id: str | None = None, author: str | None = None
+  ) -> list:
     """Search the messages and replies the user can read, newest first.
 
     Args:
       query: words that must all appear in the message text.
       channel_id: only messages of this channel or direct conversation.
       author: only messages by this user (a handle).
-      limit: page size (1-100).
-      offset: index of the first message to return.
     """
     if channel_id is not None:
       self._readable(channel_id)
@@ -302,7 +291,7 @@ class ChatService(Service):
           readable[cid] = False
       return readable[cid]
 
-    return page_of(
+    return select(
       self.state.messages,
       eq={"channel_id": channel_id, "author": author},
       text=query,
@@ -310,8 +299,6 @@ class ChatService(Service):
       where=lambda m: can_read(m.channel_id),
       key=lambda m: (m.ts, m.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
     )
 
   @tool(

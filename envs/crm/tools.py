@@ -18,8 +18,8 @@ from __future__ import annotations
 from datetime import date, datetime
 
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
-from compoworld.runtime.fields import Email, Limit, Money, Offset, Text
-from compoworld.runtime.query import page_of, paginate
+from compoworld.runtime.fields import Email, Money, Text
+from compoworld.runtime.query import select
 from envs._world import employee_email, world
 from envs.crm.data import CrmData
 from envs.crm.state import (
@@ -75,16 +75,18 @@ class CrmService(CrmData, Service):
 
   # --- reads -------------------------------------------------------------------------------
 
-  @tool(mutates=False, produces=("account.id", "company.name", "company.domain", "person.email"))
+  @tool(
+    mutates=False,
+    page="account",
+    produces=("account.id", "company.name", "company.domain", "person.email"),
+  )
   def search_accounts(
     self,
     query: str | None = None,
     industry: str | None = None,
     tier: Tier | None = None,
     owner: Email | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """Search accounts by name, in name order.
 
     Args:
@@ -92,18 +94,14 @@ class CrmService(CrmData, Service):
       industry: only accounts in this industry (e.g. "Retail").
       tier: only accounts of this tier ("enterprise", "mid-market" or "smb").
       owner: only accounts owned by this employee email.
-      limit: page size (1-100).
-      offset: index of the first account to return.
     """
-    return page_of(
+    return select(
       self.state.accounts,
       eq={"tier": tier, "owner": owner and owner.lower()},
       same={"industry": industry},
       text=query,
       fields=("name", "domain", "industry", "city"),
       key=lambda a: (a.name, a.id),
-      limit=limit,
-      offset=offset,
     )
 
   @tool(
@@ -127,43 +125,35 @@ class CrmService(CrmData, Service):
       ),
     }
 
-  @tool(mutates=False, produces=("contact.id", "person.email", "person.name", "person.phone"))
-  def search_contacts(
-    self,
-    query: str | None = None,
-    account_id: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  @tool(
+    mutates=False,
+    page="contact",
+    produces=("contact.id", "person.email", "person.name", "person.phone"),
+  )
+  def search_contacts(self, query: str | None = None, account_id: str | None = None) -> list:
     """Search contacts by name, email or title, in name order.
 
     Args:
       query: words that must all appear in the name, email or title.
       account_id: only contacts of this account.
-      limit: page size (1-100).
-      offset: index of the first contact to return.
     """
     self.state.accounts.check(account_id)
-    return page_of(
+    return select(
       self.state.contacts,
       eq={"account_id": account_id},
       text=query,
       fields=("name", "email", "title"),
       key=_by_name,
-      limit=limit,
-      offset=offset,
     )
 
-  @tool(mutates=False, produces=("deal.id", "money", "date", "status", "person.email"))
+  @tool(mutates=False, page="deal", produces=("deal.id", "money", "date", "status", "person.email"))
   def list_deals(
     self,
     stage: Stage | None = None,
     owner: Email | None = None,
     account_id: str | None = None,
     open_only: bool = False,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """List deals by expected close date.
 
     Args:
@@ -171,17 +161,13 @@ class CrmService(CrmData, Service):
       owner: only deals owned by this employee email.
       account_id: only deals of this account.
       open_only: only deals that are not closed.
-      limit: page size (1-100).
-      offset: index of the first deal to return.
     """
     self.state.accounts.check(account_id)
-    return page_of(
+    return select(
       self.state.deals,
       eq={"stage": stage, "owner": owner and owner.lower(), "account_id": account_id},
       where=lambda d: not (open_only and d.stage in CLOSED),
       key=lambda d: (d.close_date, d.id),
-      limit=limit,
-      offset=offset,
     )
 
   @tool(mutates=False, produces=("deal.id", "money", "currency", "date", "status", "person.email"))
@@ -193,16 +179,14 @@ class CrmService(CrmData, Service):
     """
     return self.state.deals.get(deal_id)
 
-  @tool(mutates=False, produces=("activity.id", "datetime", "text"))
+  @tool(mutates=False, page="activity", produces=("activity.id", "datetime", "text"))
   def list_activities(
     self,
     contact_id: str | None = None,
     deal_id: str | None = None,
     kind: ActivityKind | None = None,
     open_only: bool = False,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """List activities, open ones by due time first, then done ones newest first.
 
     Args:
@@ -210,8 +194,6 @@ class CrmService(CrmData, Service):
       deal_id: only activities logged against this deal.
       kind: only this kind ("call", "email", "meeting", "note" or "task").
       open_only: only activities not done yet.
-      limit: page size (1-100).
-      offset: index of the first activity to return.
     """
     self.state.contacts.check(contact_id)
     self.state.deals.check(deal_id)
@@ -225,7 +207,7 @@ class CrmService(CrmData, Service):
     ]
     pending = sorted((a for a in found if not a.done), key=lambda a: (a.due or a.created_at, a.id))
     done = sorted((a for a in found if a.done), key=lambda a: (a.completed_at, a.id), reverse=True)
-    return paginate(pending + done, limit, offset)
+    return pending + done
 
   @tool(mutates=False, produces=("money", "currency", "number"))
   def pipeline_summary(self, currency: Currency | None = None, owner: Email | None = None) -> dict:

@@ -24,8 +24,8 @@ import re
 from datetime import datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
-from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of, paginate, text_matches
+from compoworld.runtime.fields import Email, Text
+from compoworld.runtime.query import select, text_matches
 from envs._world import DEPARTMENTS, world
 from envs.docstore.state import (
   _WORD,
@@ -158,16 +158,14 @@ class DocstoreService(Service):
 
   # --- reads -------------------------------------------------------------------------------
 
-  @tool(mutates=False, produces=("document.id", "title", "person.email"))
+  @tool(mutates=False, page="document", produces=("document.id", "title", "person.email"))
   def list_documents(
     self,
     query: str | None = None,
     category: Category | None = None,
     tag: str | None = None,
     owner: Email | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """List documents by title (metadata only; use read_page for the text).
 
     Args:
@@ -175,10 +173,8 @@ class DocstoreService(Service):
       category: only this category: manual, policy, contract or report.
       tag: only documents with this tag.
       owner: only documents owned by this email address.
-      limit: page size (1-100).
-      offset: index of the first document to return.
     """
-    found = sorted(
+    return sorted(
       (
         d
         for d in self.state.documents
@@ -189,17 +185,13 @@ class DocstoreService(Service):
       ),
       key=lambda d: (d.title.lower(), d.id),
     )
-    return paginate(found, limit, offset)
 
-  @tool(mutates=False, produces=("document.id", "document.text", "number"))
+  @tool(
+    mutates=False, page="hit", page_size=10, produces=("document.id", "document.text", "number")
+  )
   def search_documents(
-    self,
-    query: Text,
-    category: Category | None = None,
-    tag: str | None = None,
-    limit: Limit = 10,
-    offset: Offset = 0,
-  ) -> dict:
+    self, query: Text, category: Category | None = None, tag: str | None = None
+  ) -> list:
     """Full-text search over every page; hits are pages ranked by how many of the query's
     words they contain (then by how often), each with a snippet around its rarest word.
 
@@ -207,8 +199,6 @@ class DocstoreService(Service):
       query: the words to look for (common words such as "the" are ignored).
       category: only documents of this category.
       tag: only documents with this tag.
-      limit: page size (1-100).
-      offset: index of the first hit to return.
     """
     words = [t for t in _WORD.findall(query.lower()) if t not in STOPWORDS]
     if not words:
@@ -233,7 +223,7 @@ class DocstoreService(Service):
         rank = (-len(found), -sum(map(len, found)), doc.title, page.number)
         hits.append((rank, doc, page, len(found), snippet(flat, rarest[0])))
     hits.sort(key=lambda h: h[0])
-    items = [
+    return [
       {
         "document_id": doc.id,
         "title": doc.title,
@@ -244,7 +234,6 @@ class DocstoreService(Service):
       }
       for _, doc, page, matched, text in hits
     ]
-    return paginate(items, limit, offset)
 
   @tool(
     mutates=False,
@@ -277,29 +266,21 @@ class DocstoreService(Service):
       "text": p.text,
     }
 
-  @tool(mutates=False, consumes=("document.id",), produces=("annotation.id", "text"))
-  def list_annotations(
-    self,
-    document_id: str | None = None,
-    author: Email | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  @tool(
+    mutates=False, page="annotation", consumes=("document.id",), produces=("annotation.id", "text")
+  )
+  def list_annotations(self, document_id: str | None = None, author: Email | None = None) -> list:
     """List annotations in document and page order.
 
     Args:
       document_id: only annotations of this document.
       author: only annotations written by this email address.
-      limit: page size (1-100).
-      offset: index of the first annotation to return.
     """
     self.state.documents.check(document_id)
-    return page_of(
+    return select(
       self.state.annotations,
       eq={"document_id": document_id, "author": author and author.lower()},
       key=lambda a: (a.document_id, a.page, a.created_at, a.id),
-      limit=limit,
-      offset=offset,
     )
 
   @tool(mutates=False, produces=("bookmark.id", "document.id"))

@@ -35,8 +35,8 @@ from compoworld import (
   registry,
   tool,
 )
-from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of
+from compoworld.runtime.fields import Email, Text
+from compoworld.runtime.query import select
 from envs._world import FIRST, LAST, world
 
 SubscriberStatus = Literal["subscribed", "unsubscribed", "cleaned"]
@@ -282,16 +282,18 @@ class EmailMarketingService(Service):
       out.append({**a.model_dump(), "member_counts": counts})
     return out
 
-  @tool(mutates=False, produces=("subscriber.id", "person.email", "person.name", "status"))
+  @tool(
+    mutates=False,
+    page="subscriber",
+    produces=("subscriber.id", "person.email", "person.name", "status"),
+  )
   def search_subscribers(
     self,
     audience_id: str | None = None,
     query: str | None = None,
     status: SubscriberStatus | None = None,
     tag: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """Search subscribers, in email order.
 
     Args:
@@ -299,49 +301,39 @@ class EmailMarketingService(Service):
       query: words that must all appear in the email or name.
       status: only this status ("subscribed", "unsubscribed" or "cleaned").
       tag: only subscribers carrying this tag.
-      limit: page size (1-100).
-      offset: index of the first subscriber to return.
     """
     self.state.audiences.check(audience_id)
-    return page_of(
+    return select(
       self.state.subscribers,
       eq={"audience_id": audience_id, "status": status},
       text=query,
       fields=("email", "name"),
       where=lambda s: tag is None or tag in s.tags,
       key=lambda s: (s.email, s.id),
-      limit=limit,
-      offset=offset,
     )
 
-  @tool(mutates=False, produces=("campaign.id", "title", "status", "datetime"))
+  @tool(mutates=False, page="campaign", produces=("campaign.id", "title", "status", "datetime"))
   def list_campaigns(
     self,
     status: CampaignStatus | None = None,
     audience_id: str | None = None,
     query: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """List campaigns, newest first.
 
     Args:
       status: only this status ("draft", "scheduled" or "sent").
       audience_id: only campaigns to this audience.
       query: words that must all appear in the name, subject or body.
-      limit: page size (1-100).
-      offset: index of the first campaign to return.
     """
     self.state.audiences.check(audience_id)
-    return page_of(
+    return select(
       self.state.campaigns,
       eq={"status": status, "audience_id": audience_id},
       text=query,
       fields=("name", "subject", "body"),
       key=lambda c: (c.created_at, c.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
     )
 
   @tool(mutates=False, consumes=("campaign.id",), produces=("number", "percentage", "datetime"))

@@ -36,8 +36,8 @@ from compoworld import (
   registry,
   tool,
 )
-from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import paginate, text_matches
+from compoworld.runtime.fields import Email, Text
+from compoworld.runtime.query import text_matches
 from envs._world import world
 
 ReportStatus = Literal["draft", "submitted", "approved", "rejected", "reimbursed"]
@@ -280,16 +280,14 @@ class ExpensesService(Service):
     justification and the amount above which a receipt is required."""
     return sorted(self.state.policies, key=lambda p: p.id)
 
-  @tool(mutates=False, produces=("report.id", "person.email", "money", "status"))
+  @tool(mutates=False, page="report", produces=("report.id", "person.email", "money", "status"))
   def list_reports(
     self,
     status: ReportStatus | None = None,
     employee: Email | None = None,
     approver: Email | None = None,
     query: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """List expense reports, newest first, without their items.
 
     Args:
@@ -298,10 +296,8 @@ class ExpensesService(Service):
       approver: only reports this person approves (email); with status "submitted", the
         reports waiting for them.
       query: words that must all appear in the title.
-      limit: page size (1-100).
-      offset: index of the first report to return.
     """
-    found = sorted(
+    return sorted(
       (
         r
         for r in self.state.reports
@@ -313,7 +309,6 @@ class ExpensesService(Service):
       key=lambda r: (r.created_at, r.id),
       reverse=True,
     )
-    return paginate(found, limit, offset)
 
   @tool(
     mutates=False,

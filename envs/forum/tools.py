@@ -16,8 +16,8 @@ from datetime import timedelta
 from typing import Literal
 
 from compoworld import Conflict, NotFound, Service, registry, tool
-from compoworld.runtime.fields import Limit, Offset, Text
-from compoworld.runtime.query import paginate, text_matches
+from compoworld.runtime.fields import Text
+from compoworld.runtime.query import text_matches
 from envs._world import world
 from envs.forum.state import (
   POSTS,
@@ -172,6 +172,7 @@ class ForumService(Service):
 
   @tool(
     mutates=False,
+    page="post",
     consumes=("community.id", "person.handle", "text"),
     produces=("post.id", "person.handle", "text"),
   )
@@ -181,9 +182,7 @@ class ForumService(Service):
     community_id: str | None = None,
     author: str | None = None,
     sort: Literal["new", "top"] = "new",
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """Search posts, newest first or highest score first.
 
     Args:
@@ -191,8 +190,6 @@ class ForumService(Service):
       community_id: only posts of this community.
       author: only posts by this user handle.
       sort: "new" (newest first) or "top" (highest score first).
-      limit: page size (1-100).
-      offset: index of the first post to return.
     """
     self.state.communities.check(community_id)
     self.state.users.check(author)
@@ -207,7 +204,7 @@ class ForumService(Service):
       posts.sort(key=lambda p: (-p.score, -p.created_at.timestamp(), p.id))
     else:
       posts.sort(key=lambda p: (-p.created_at.timestamp(), p.id))
-    return paginate(posts, limit, offset)
+    return posts
 
   @tool(mutates=False, consumes=("post.id",), produces=("post.id", "person.handle", "text"))
   def get_post(self, post_id: str) -> dict:
@@ -220,22 +217,25 @@ class ForumService(Service):
     count = sum(1 for c in self.state.comments if c.post_id == post_id and not c.deleted)
     return {**post.model_dump(), "comment_count": count}
 
-  @tool(mutates=False, consumes=("post.id",), produces=("comment.id", "person.handle", "text"))
-  def list_comments(self, post_id: str, limit: Limit = 50, offset: Offset = 0) -> dict:
+  @tool(
+    mutates=False,
+    page="comment",
+    page_size=50,
+    consumes=("post.id",),
+    produces=("comment.id", "person.handle", "text"),
+  )
+  def list_comments(self, post_id: str) -> list:
     """List a post's comments in time order; ``parent_id`` tells which comment each one
     answers (None: a direct reply to the post). Deleted comments are left out.
 
     Args:
       post_id: the post's id.
-      limit: page size (1-100).
-      offset: index of the first comment to return.
     """
     self.state.posts.get(post_id)
-    comments = sorted(
+    return sorted(
       (c for c in self.state.comments if c.post_id == post_id and not c.deleted),
       key=lambda c: (c.created_at, c.id),
     )
-    return paginate(comments, limit, offset)
 
   @tool(mutates=False, consumes=("person.handle",), produces=("person.name", "person.email"))
   def get_user(self, handle: str) -> User:

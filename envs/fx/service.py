@@ -33,8 +33,7 @@ from compoworld import (
   registry,
   tool,
 )
-from compoworld.runtime.fields import Limit, Offset
-from compoworld.runtime.query import page_of, paginate
+from compoworld.runtime.query import select
 from envs._world import world
 
 Code = Annotated[str, Field(min_length=3, max_length=3, description="An ISO 4217 code.")]
@@ -328,23 +327,18 @@ class FxService(Service):
       "change_pct": round((rates[-1] / rates[0] - 1) * 100, 3),
     }
 
-  @tool(mutates=False, produces=("wallet.id", "currency", "money"))
-  def list_wallets(
-    self, currency: Code | None = None, limit: Limit = 20, offset: Offset = 0
-  ) -> dict:
+  @tool(mutates=False, page="wallet", produces=("wallet.id", "currency", "money"))
+  def list_wallets(self, currency: Code | None = None) -> list:
     """List the company's wallets with their balances, by currency.
 
     Args:
       currency: only the wallet in this currency.
-      limit: page size (1-100).
-      offset: index of the first wallet to return.
     """
     code = self._currency(currency).id if currency else None
-    found = sorted(
+    return sorted(
       (w for w in self.state.wallets if code is None or w.currency == code),
       key=lambda w: (w.currency, w.id),
     )
-    return paginate(found, limit, offset)
 
   @tool(mutates=False, consumes=("wallet.id",), produces=("money", "currency"))
   def get_wallet(self, wallet_id: str) -> dict:
@@ -357,49 +351,36 @@ class FxService(Service):
     usd = round(wallet.balance * self._rate(wallet.currency, "USD"), 2)
     return {**wallet.model_dump(), "usd_value": usd}
 
-  @tool(mutates=False, produces=("transfer.id", "money", "datetime"))
+  @tool(mutates=False, page="movement", produces=("transfer.id", "money", "datetime"))
   def list_transfers(
-    self,
-    wallet_id: str | None = None,
-    kind: Literal["deposit", "transfer"] | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+    self, wallet_id: str | None = None, kind: Literal["deposit", "transfer"] | None = None
+  ) -> list:
     """List deposits and transfers, newest first.
 
     Args:
       wallet_id: only movements into or out of this wallet.
       kind: only "deposit"s or only "transfer"s.
-      limit: page size (1-100).
-      offset: index of the first movement to return.
     """
     self.state.wallets.check(wallet_id)
-    return page_of(
+    return select(
       self.state.transfers,
       eq={"kind": kind},
       where=lambda t: wallet_id is None or wallet_id in (t.from_wallet_id, t.to_wallet_id),
       key=lambda t: (t.at, t.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
     )
 
-  @tool(mutates=False, produces=("alert.id", "percentage"))
-  def list_rate_alerts(
-    self, triggered: bool | None = None, limit: Limit = 20, offset: Offset = 0
-  ) -> dict:
+  @tool(mutates=False, page="alert", produces=("alert.id", "percentage"))
+  def list_rate_alerts(self, triggered: bool | None = None) -> list:
     """List rate alerts, oldest first, with the pair's latest rate and whether the alert has
     fired.
 
     Args:
       triggered: true for only alerts that have fired, false for only those that have not.
-      limit: page size (1-100).
-      offset: index of the first alert to return.
     """
     alerts = sorted(self.state.alerts, key=lambda a: (a.created_at, a.id))
     views = [self._alert_view(a) for a in alerts]
-    found = [v for v in views if triggered is None or v["triggered"] == triggered]
-    return paginate(found, limit, offset)
+    return [v for v in views if triggered is None or v["triggered"] == triggered]
 
   # --- writes ------------------------------------------------------------------------------
 

@@ -29,8 +29,8 @@ from compoworld import (
   registry,
   tool,
 )
-from compoworld.runtime.fields import Limit, Offset, Text
-from compoworld.runtime.query import page_of
+from compoworld.runtime.fields import Text
+from compoworld.runtime.query import select
 from envs._world import CITIES, LAST, STREETS, haversine_km, world
 
 PlaceKind = Literal["venue", "cafe", "library", "park", "station"]
@@ -305,33 +305,24 @@ class GeoService(Service):
 
   # --- reads -------------------------------------------------------------------------------
 
-  @tool(mutates=False, produces=("place.id", "location"))
+  @tool(mutates=False, page="place", produces=("place.id", "location"))
   def search_places(
-    self,
-    query: str | None = None,
-    city: str | None = None,
-    kind: PlaceKind | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+    self, query: str | None = None, city: str | None = None, kind: PlaceKind | None = None
+  ) -> list:
     """Search places by text, city and kind, ordered by city then name.
 
     Args:
       query: words that must all appear in the name, address, city or kind.
       city: only places in this city (case-insensitive), e.g. "Lisbon".
       kind: only places of this kind: venue, cafe, library, park or station.
-      limit: page size (1-100).
-      offset: index of the first place to return.
     """
-    return page_of(
+    return select(
       self.state.places,
       eq={"kind": kind},
       same={"city": city and city.strip()},
       text=query,
       fields=("name", "address", "city", "kind"),
       key=lambda p: (p.city, p.name, p.id),
-      limit=limit,
-      offset=offset,
     )
 
   @tool(mutates=False, consumes=("place.id",), produces=("location",))

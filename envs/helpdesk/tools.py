@@ -25,7 +25,7 @@ from datetime import timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of, paginate, text_matches
+from compoworld.runtime.query import page_of, text_matches
 from envs._world import world
 from envs.helpdesk.data import HelpdeskData
 from envs.helpdesk.state import (
@@ -137,6 +137,7 @@ class HelpdeskService(HelpdeskData, Service):
 
   @tool(
     mutates=False,
+    page="ticket",
     consumes=("person.email", "company.name", "status", "priority"),
     produces=("ticket.id", "person.email", "company.name", "status", "priority", "datetime"),
   )
@@ -151,9 +152,7 @@ class HelpdeskService(HelpdeskData, Service):
     organization: str | None = None,
     tag: str | None = None,
     breached: bool | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """Search tickets, newest first.
 
     Args:
@@ -166,8 +165,6 @@ class HelpdeskService(HelpdeskData, Service):
       organization: only tickets of this customer organization (exact name, any case).
       tag: only tickets with this tag.
       breached: true for tickets past their SLA target, false for those within it.
-      limit: page size (1-100).
-      offset: index of the first ticket to return.
     """
     if assignee is not None:
       assignee = self.state.agents.get(assignee.lower()).id
@@ -189,7 +186,7 @@ class HelpdeskService(HelpdeskData, Service):
       and text_matches(query, t.subject, t.description)
     ]
     found.sort(key=lambda t: (t.created_at, t.id), reverse=True)
-    return paginate(found, limit, offset)
+    return found
 
   @tool(
     mutates=False,

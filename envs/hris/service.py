@@ -31,8 +31,8 @@ from compoworld import (
   registry,
   tool,
 )
-from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import paginate, text_matches
+from compoworld.runtime.fields import Email, Text
+from compoworld.runtime.query import text_matches
 from envs._world import DEPARTMENTS, world
 
 Status = Literal["active", "on_leave", "terminated"]
@@ -232,6 +232,7 @@ class HrisService(Service):
 
   @tool(
     mutates=False,
+    page="employee",
     produces=("employee.id", "person.name", "person.email", "department", "job.title", "city"),
   )
   def search_employees(
@@ -243,9 +244,7 @@ class HrisService(Service):
     manager_id: str | None = None,
     location: str | None = None,
     employment_type: EmploymentType | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """Search the employee directory in employee-id order. Terminated employees are listed only
     when asked for with status "terminated".
 
@@ -257,12 +256,10 @@ class HrisService(Service):
       manager_id: only direct reports of this employee id.
       location: only employees in this city.
       employment_type: only "full_time", "part_time" or "contractor" employees.
-      limit: page size (1-100).
-      offset: index of the first employee to return.
     """
     self.state.departments.check(department)
     self.state.employees.check(manager_id)
-    found = sorted(
+    return sorted(
       (
         e
         for e in self.state.employees
@@ -276,7 +273,6 @@ class HrisService(Service):
       ),
       key=lambda e: e.id,
     )
-    return paginate(found, limit, offset)
 
   @tool(
     mutates=False,

@@ -25,8 +25,8 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
-from compoworld.runtime.fields import Limit, Offset, Text
-from compoworld.runtime.query import page_of, paginate, text_matches
+from compoworld.runtime.fields import Text
+from compoworld.runtime.query import select, text_matches
 from envs._world import CITIES, world
 from envs.inventory.state import (
   ADJUSTMENT_NOTES,
@@ -258,22 +258,14 @@ class InventoryService(Service):
       )
     return out
 
-  @tool(mutates=False, produces=("sku", "product.name", "money", "quantity"))
-  def search_products(
-    self,
-    query: str | None = None,
-    category: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  @tool(mutates=False, page="product", produces=("sku", "product.name", "money", "quantity"))
+  def search_products(self, query: str | None = None, category: str | None = None) -> list:
     """Search the stocked products by sku or name, with units on hand and available in all
     warehouses together.
 
     Args:
       query: words that must all appear in the sku, name or category.
       category: only products of this category (e.g. "Hardware", "Supplies").
-      limit: page size (1-100).
-      offset: index of the first product to return.
     """
     found = []
     for p in sorted(self.state.products, key=lambda p: p.id):
@@ -286,7 +278,7 @@ class InventoryService(Service):
       found.append(
         {**dict(p), "on_hand": on_hand, "available": on_hand - sum(lv.reserved for lv in levels)}
       )
-    return paginate(found, limit, offset)
+    return found
 
   @tool(mutates=False, consumes=("sku",), produces=("sku", "quantity", "warehouse.id"))
   def get_stock(self, sku: str, warehouse: str | None = None) -> dict:
@@ -309,7 +301,7 @@ class InventoryService(Service):
       "warehouses": levels,
     }
 
-  @tool(mutates=False, produces=("sku", "quantity", "reference", "datetime"))
+  @tool(mutates=False, page="movement", produces=("sku", "quantity", "reference", "datetime"))
   def list_movements(
     self,
     sku: str | None = None,
@@ -317,9 +309,7 @@ class InventoryService(Service):
     reason: Reason | None = None,
     reference: str | None = None,
     since: datetime | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """List stock movements (the ledger), newest first.
 
     Args:
@@ -328,31 +318,27 @@ class InventoryService(Service):
       reason: only "receipt", "shipment", "adjustment" or "transfer" movements.
       reference: only movements with this reference (PO or order number).
       since: only movements at or after this time (ISO 8601).
-      limit: page size (1-100).
-      offset: index of the first movement to return.
     """
     self.state.products.check(sku)
     self.state.warehouses.check(warehouse)
-    return page_of(
+    return select(
       self.state.movements,
       eq={"sku": sku, "warehouse": warehouse, "reason": reason, "reference": reference},
       ge={"at": since},
       key=lambda m: (m.at, m.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
     )
 
-  @tool(mutates=False, produces=("reservation.id", "sku", "quantity", "reference"))
+  @tool(
+    mutates=False, page="reservation", produces=("reservation.id", "sku", "quantity", "reference")
+  )
   def list_reservations(
     self,
     status: ReservationStatus | None = "active",
     sku: str | None = None,
     warehouse: str | None = None,
     order_reference: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """List reservations, newest first (active ones by default).
 
     Args:
@@ -360,29 +346,21 @@ class InventoryService(Service):
       sku: only reservations of this sku.
       warehouse: only reservations in this warehouse (its code).
       order_reference: only reservations for this order number.
-      limit: page size (1-100).
-      offset: index of the first reservation to return.
     """
-    return page_of(
+    return select(
       self.state.reservations,
       eq={"status": status, "sku": sku, "warehouse": warehouse, "order_reference": order_reference},
       key=lambda r: (r.created_at, r.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
     )
 
-  @tool(mutates=False, produces=("sku", "quantity", "warehouse.id"))
-  def low_stock_report(
-    self, warehouse: str | None = None, limit: Limit = 20, offset: Offset = 0
-  ) -> dict:
+  @tool(mutates=False, page="item", produces=("sku", "quantity", "warehouse.id"))
+  def low_stock_report(self, warehouse: str | None = None) -> list:
     """List the items whose available units are at or below their reorder point, the worst
     first, with a suggested quantity to reorder (enough to reach twice the reorder point).
 
     Args:
       warehouse: only this warehouse (its code).
-      limit: page size (1-100).
-      offset: index of the first item to return.
     """
     self.state.warehouses.check(warehouse)
     rows = []
@@ -394,7 +372,7 @@ class InventoryService(Service):
         row["suggested_order"] = max(2 * lv.reorder_point - available, 1)
         rows.append(row)
     rows.sort(key=lambda r: (-r["shortfall"], r["id"]))
-    return paginate(rows, limit, offset)
+    return rows
 
   # --- writes ------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from datetime import date, datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Limit, Offset, Text
-from compoworld.runtime.query import page_of, paginate, text_matches
+from compoworld.runtime.query import paginate, select, text_matches
 from envs.invoicing.data import InvoicingData
 from envs.invoicing.state import (
   OPEN,
@@ -174,23 +174,21 @@ class InvoicingService(InvoicingData, Service):
   # --- reads -------------------------------------------------------------------------------
 
   @tool(
-    mutates=False, produces=("customer.id", "company.name", "person.email", "currency", "duration")
+    mutates=False,
+    page="customer",
+    produces=("customer.id", "company.name", "person.email", "currency", "duration"),
   )
-  def list_customers(self, query: str | None = None, limit: Limit = 20, offset: Offset = 0) -> dict:
+  def list_customers(self, query: str | None = None) -> list:
     """List customers with their billing contact, currency and payment terms, by name.
 
     Args:
       query: words that must all appear in the name, domain or billing contact.
-      limit: page size (1-100).
-      offset: index of the first customer to return.
     """
-    return page_of(
+    return select(
       self.state.customers,
       text=query,
       fields=("name", "domain", "billing_contact", "billing_email"),
       key=lambda c: (c.name, c.id),
-      limit=limit,
-      offset=offset,
     )
 
   @tool(mutates=False, produces=("invoice.id", "reference", "money", "date", "status"))
@@ -251,33 +249,27 @@ class InvoicingService(InvoicingData, Service):
       "credit_notes": self.state.credit_notes.filter(lambda n: n.invoice_id == inv.id),
     }
 
-  @tool(mutates=False, produces=("payment.id", "money", "datetime", "invoice.id"))
+  @tool(mutates=False, page="payment", produces=("payment.id", "money", "datetime", "invoice.id"))
   def list_payments(
     self,
     invoice_id: str | None = None,
     customer_id: str | None = None,
     method: Method | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """List received payments, newest first.
 
     Args:
       invoice_id: only payments of this invoice (id or INV- reference).
       customer_id: only payments from this customer.
       method: only payments made this way ("card", "ach", "wire" or "check").
-      limit: page size (1-100).
-      offset: index of the first payment to return.
     """
     inv_id = self._invoice(invoice_id).id if invoice_id is not None else None
     self.state.customers.check(customer_id)
-    return page_of(
+    return select(
       self.state.payments,
       eq={"invoice_id": inv_id, "customer_id": customer_id, "method": method},
       key=lambda p: (p.received_at, p.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
     )
 
   @tool(mutates=False, consumes=("customer.id",), produces=("money", "currency", "date"))

@@ -25,8 +25,8 @@ from datetime import date, datetime, timedelta
 from typing import Literal
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, Unprocessable, registry, tool
-from compoworld.runtime.fields import Limit, Offset, Text
-from compoworld.runtime.query import page_of
+from compoworld.runtime.fields import Text
+from compoworld.runtime.query import select
 from envs._world import world
 from envs.ledger.state import (
   BILL_ACCOUNT,
@@ -239,30 +239,20 @@ class LedgerService(Service):
 
   # --- reads -------------------------------------------------------------------------------
 
-  @tool(mutates=False, produces=("account.id", "title"))
-  def list_accounts(
-    self,
-    type: AccountType | None = None,
-    query: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  @tool(mutates=False, page="account", produces=("account.id", "title"))
+  def list_accounts(self, type: AccountType | None = None, query: str | None = None) -> list:
     """List the chart of accounts in code order.
 
     Args:
       type: only accounts of this type ("asset", "liability", "equity", "revenue", "expense").
       query: words that must all appear in the account's name or description.
-      limit: page size (1-100).
-      offset: index of the first account to return.
     """
-    return page_of(
+    return select(
       self.state.accounts,
       eq={"type": type},
       text=query,
       fields=("name", "description"),
       key=lambda a: a.id,
-      limit=limit,
-      offset=offset,
     )
 
   @tool(mutates=False, consumes=("account.id", "date"), produces=("money",))
@@ -288,7 +278,7 @@ class LedgerService(Service):
       "balance": net / 100,
     }
 
-  @tool(mutates=False, produces=("entry.id", "date", "money", "reference"))
+  @tool(mutates=False, page="entry", produces=("entry.id", "date", "money", "reference"))
   def list_entries(
     self,
     account_code: Code | None = None,
@@ -296,9 +286,7 @@ class LedgerService(Service):
     end_date: date | None = None,
     status: Literal["posted", "reversed"] | None = None,
     query: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """List journal entries, newest first.
 
     Args:
@@ -307,13 +295,11 @@ class LedgerService(Service):
       end_date: only entries dated on or before this day (YYYY-MM-DD).
       status: only "posted" or only "reversed" entries.
       query: words that must all appear in the memo or reference.
-      limit: page size (1-100).
-      offset: index of the first entry to return.
     """
     self.state.accounts.check(account_code)
     if start_date and end_date and end_date < start_date:
       raise InvalidArgument(f"end_date ({end_date}) must not be before start_date ({start_date})")
-    return page_of(
+    return select(
       self.state.entries,
       eq={"status": status},
       ge={"date": start_date},
@@ -323,8 +309,6 @@ class LedgerService(Service):
       where=lambda e: account_code is None or any(li.account == account_code for li in e.lines),
       key=lambda e: (e.date, e.posted_at, e.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
     )
 
   @tool(mutates=False, consumes=("entry.id",), produces=("account.id", "money", "date"))
@@ -368,29 +352,21 @@ class LedgerService(Service):
       "balanced": debits == credits,
     }
 
-  @tool(mutates=False, produces=("period.id", "status", "date"))
+  @tool(mutates=False, page="period", produces=("period.id", "status", "date"))
   def list_periods(
-    self,
-    status: Literal["open", "closed"] | None = None,
-    year: int | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+    self, status: Literal["open", "closed"] | None = None, year: int | None = None
+  ) -> list:
     """List accounting periods (months) in order, with their open or closed status.
 
     Args:
       status: only "open" or only "closed" periods.
       year: only periods of this year.
-      limit: page size (1-100).
-      offset: index of the first period to return.
     """
-    return page_of(
+    return select(
       self.state.periods,
       eq={"status": status},
       where=lambda p: year is None or p.start.year == year,
       key=lambda p: p.id,
-      limit=limit,
-      offset=offset,
     )
 
   # --- writes ------------------------------------------------------------------------------

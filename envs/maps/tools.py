@@ -30,8 +30,8 @@ from typing import Annotated
 from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
-from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of
+from compoworld.runtime.fields import Email, Limit, Text
+from compoworld.runtime.query import select
 from envs._world import CITIES, STREETS, world
 from envs.maps.state import (
   AIRPORTS,
@@ -224,6 +224,7 @@ class MapsService(Service):
 
   @tool(
     mutates=False,
+    page="place",
     consumes=("city",),
     produces=("place.id", "location", "address", "city", "coordinates"),
   )
@@ -234,9 +235,7 @@ class MapsService(Service):
     city: str | None = None,
     min_rating: Annotated[float, Field(ge=1, le=5)] | None = None,
     open_at: datetime | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """Search places, best rated first.
 
     Args:
@@ -246,10 +245,8 @@ class MapsService(Service):
       city: only places in this city (case-insensitive), e.g. "Lisbon".
       min_rating: only places rated at least this (1-5).
       open_at: only places open at this local time (ISO 8601).
-      limit: page size (1-100).
-      offset: index of the first place to return.
     """
-    return page_of(
+    return select(
       self.state.places,
       eq={"category": category},
       same={"city": city and city.strip()},
@@ -258,8 +255,6 @@ class MapsService(Service):
       fields=("name", "address", "city", "category"),
       where=lambda p: open_at is None or self._open_at(p, open_at)[0],
       key=lambda p: (-p.rating, p.name, p.id),
-      limit=limit,
-      offset=offset,
     )
 
   @tool(
@@ -419,35 +414,27 @@ class MapsService(Service):
 
   @tool(
     mutates=False,
+    page="review",
     consumes=("place.id", "person.email"),
     produces=("review.id", "person.email", "text", "number"),
   )
   def list_reviews(
-    self,
-    place_id: str | None = None,
-    author: Email | None = None,
-    min_rating: Stars | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+    self, place_id: str | None = None, author: Email | None = None, min_rating: Stars | None = None
+  ) -> list:
     """List reviews, newest first.
 
     Args:
       place_id: only reviews of this place.
       author: only reviews written by this email address.
       min_rating: only reviews with at least this many stars (1-5).
-      limit: page size (1-100).
-      offset: index of the first review to return.
     """
     self.state.places.check(place_id)
-    return page_of(
+    return select(
       self.state.reviews,
       eq={"place_id": place_id, "author": author and author.lower()},
       ge={"rating": min_rating},
       key=lambda r: (r.created_at, r.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
     )
 
   # --- writes ------------------------------------------------------------------------------

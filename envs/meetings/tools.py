@@ -25,8 +25,8 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
-from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of, paginate, text_matches
+from compoworld.runtime.fields import Email, Text
+from compoworld.runtime.query import select, text_matches
 from envs._world import world
 from envs.meetings.state import (
   LINES,
@@ -198,7 +198,11 @@ class MeetingsService(Service):
 
   # --- reads -------------------------------------------------------------------------------
 
-  @tool(mutates=False, produces=("meeting.id", "title", "datetime", "person.email", "url"))
+  @tool(
+    mutates=False,
+    page="meeting",
+    produces=("meeting.id", "title", "datetime", "person.email", "url"),
+  )
   def list_meetings(
     self,
     query: str | None = None,
@@ -206,9 +210,7 @@ class MeetingsService(Service):
     host: Email | None = None,
     start_after: datetime | None = None,
     start_before: datetime | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """List the account's meetings in start order, optionally filtered.
 
     Args:
@@ -217,12 +219,10 @@ class MeetingsService(Service):
       host: only meetings hosted by this email address.
       start_after: only meetings starting at or after this time (ISO 8601).
       start_before: only meetings starting before this time (ISO 8601).
-      limit: page size (1-100).
-      offset: index of the first meeting to return.
     """
     if start_after and start_before and start_before <= start_after:
       raise InvalidArgument("start_before must be after start_after")
-    return page_of(
+    return select(
       self.state.meetings,
       eq={"status": status, "host": host and host.lower()},
       ge={"start": start_after},
@@ -230,8 +230,6 @@ class MeetingsService(Service):
       text=query,
       fields=("topic", "agenda"),
       key=lambda m: (m.start, m.id),
-      limit=limit,
-      offset=offset,
     )
 
   @tool(
@@ -251,57 +249,46 @@ class MeetingsService(Service):
     end = m.start + timedelta(minutes=m.duration_minutes)
     return {**m.model_dump(), "end": end, "registrants": counts}
 
-  @tool(mutates=False, consumes=("meeting.id",), produces=("person.email", "person.name"))
-  def list_registrants(
-    self,
-    meeting_id: str,
-    status: RegistrantStatus | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  @tool(
+    mutates=False,
+    page="registrant",
+    consumes=("meeting.id",),
+    produces=("person.email", "person.name"),
+  )
+  def list_registrants(self, meeting_id: str, status: RegistrantStatus | None = None) -> list:
     """List the people registered for a meeting, in registration order.
 
     Args:
       meeting_id: the meeting's id.
       status: only registrants in this status ("approved", "pending" or "declined").
-      limit: page size (1-100).
-      offset: index of the first registrant to return.
     """
     self.state.meetings.get(meeting_id)
-    return page_of(
+    return select(
       self.state.registrants,
       eq={"meeting_id": meeting_id, "status": status},
       key=lambda r: (r.registered_at, r.id),
-      limit=limit,
-      offset=offset,
     )
 
-  @tool(mutates=False, produces=("recording.id", "meeting.id", "duration", "url", "datetime"))
-  def list_recordings(
-    self,
-    meeting_id: str | None = None,
-    query: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  @tool(
+    mutates=False,
+    page="recording",
+    produces=("recording.id", "meeting.id", "duration", "url", "datetime"),
+  )
+  def list_recordings(self, meeting_id: str | None = None, query: str | None = None) -> list:
     """List cloud recordings, newest first.
 
     Args:
       meeting_id: only the recordings of this meeting.
       query: words that must all appear in the recording's topic.
-      limit: page size (1-100).
-      offset: index of the first recording to return.
     """
     self.state.meetings.check(meeting_id)
-    return page_of(
+    return select(
       self.state.recordings,
       eq={"meeting_id": meeting_id},
       text=query,
       fields=("topic",),
       key=lambda r: (r.recorded_at, r.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
     )
 
   @tool(mutates=False, consumes=("meeting.id",), produces=("document.text", "text"))
@@ -317,14 +304,12 @@ class MeetingsService(Service):
       raise NotFound(f"meeting '{meeting_id}' has no transcript")
     return found
 
-  @tool(mutates=False, produces=("meeting.id", "text"))
-  def search_transcripts(self, query: Text, limit: Limit = 20, offset: Offset = 0) -> dict:
+  @tool(mutates=False, page="hit", produces=("meeting.id", "text"))
+  def search_transcripts(self, query: Text) -> list:
     """Search transcript text; each hit gives the meeting and the lines that match.
 
     Args:
       query: words that must all appear in the transcript; lines with any of them are returned.
-      limit: page size (1-100).
-      offset: index of the first hit to return.
     """
     words = query.lower().split()
     hits = []
@@ -340,7 +325,7 @@ class MeetingsService(Service):
             "lines": lines,
           }
         )
-    return paginate(hits, limit, offset)
+    return hits
 
   # --- writes: meetings --------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from typing import Literal
 from compoworld import Conflict, InvalidArgument, registry, tool
 from compoworld import Service as ServiceBase
 from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of, paginate, text_matches
+from compoworld.runtime.query import paginate, select, text_matches
 from envs._world import employee_email, world
 from envs.oncall.data import OncallData
 from envs.oncall.state import (
@@ -104,33 +104,27 @@ class OncallService(OncallData, ServiceBase):
 
   # --- reads -------------------------------------------------------------------------------
 
-  @tool(mutates=False, produces=("service.id", "policy.id", "status", "title"))
+  @tool(mutates=False, page="service", produces=("service.id", "policy.id", "status", "title"))
   def list_services(
     self,
     query: str | None = None,
     team: str | None = None,
     status: Literal["active", "maintenance"] | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """List technical services by name with their team, escalation policy and status.
 
     Args:
       query: words that must all appear in the name, description or team.
       team: only services of this team (case-insensitive), e.g. "Payments".
       status: only services in this status: active or maintenance.
-      limit: page size (1-100).
-      offset: index of the first service to return.
     """
-    return page_of(
+    return select(
       self.state.services,
       eq={"status": status},
       same={"team": team and team.strip()},
       text=query,
       fields=("name", "description", "team"),
       key=lambda s: (s.name, s.id),
-      limit=limit,
-      offset=offset,
     )
 
   @tool(

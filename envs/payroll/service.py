@@ -36,7 +36,7 @@ from compoworld import (
   tool,
 )
 from compoworld.runtime.fields import Limit, Money, Offset, Text
-from compoworld.runtime.query import page_of
+from compoworld.runtime.query import page_of, select
 from envs._world import world
 
 Frequency = Literal["monthly", "semi_monthly"]
@@ -331,33 +331,24 @@ class PayrollService(Service):
 
   @tool(
     mutates=False,
+    page="payslip",
     consumes=("employee.id",),
     produces=("payslip.id", "employee.id", "money", "date"),
   )
-  def list_payslips(
-    self,
-    employee_id: str | None = None,
-    pay_run_id: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  def list_payslips(self, employee_id: str | None = None, pay_run_id: str | None = None) -> list:
     """List payslips, latest pay date first.
 
     Args:
       employee_id: only this employee's payslips.
       pay_run_id: only the payslips of this pay run.
-      limit: page size (1-100).
-      offset: index of the first payslip to return.
     """
     self.state.compensation.check(employee_id)
     self.state.pay_runs.check(pay_run_id)
-    return page_of(
+    return select(
       self.state.payslips,
       eq={"employee_id": employee_id, "pay_run_id": pay_run_id},
       key=lambda s: (s.pay_date, s.employee_id, s.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
     )
 
   @tool(

@@ -23,7 +23,7 @@ from datetime import date
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of, paginate, text_matches
+from compoworld.runtime.query import paginate, select, text_matches
 from envs._world import employee_email, world
 from envs.projects.data import ProjectsData
 from envs.projects.state import (
@@ -93,30 +93,25 @@ class ProjectsService(ProjectsData, Service):
 
   # --- reads -------------------------------------------------------------------------------
 
-  @tool(mutates=False, consumes=("person.email",), produces=("project.id", "person.email", "date"))
-  def list_projects(
-    self,
-    query: str | None = None,
-    member: Email | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  @tool(
+    mutates=False,
+    page="project",
+    consumes=("person.email",),
+    produces=("project.id", "person.email", "date"),
+  )
+  def list_projects(self, query: str | None = None, member: Email | None = None) -> list:
     """List projects by key, optionally filtered.
 
     Args:
       query: words that must all appear in the key, name or description.
       member: only projects this email address is a member of.
-      limit: page size (1-100).
-      offset: index of the first project to return.
     """
-    return page_of(
+    return select(
       self.state.projects,
       text=query,
       fields=("id", "name", "description"),
       where=lambda p: member is None or member.lower() in p.members,
       key=lambda p: p.id,
-      limit=limit,
-      offset=offset,
     )
 
   @tool(mutates=False, consumes=("project.id",), produces=("person.email", "date", "number"))

@@ -22,7 +22,7 @@ from datetime import date, datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of
+from compoworld.runtime.query import page_of, select
 from envs._world import employee_email, world
 from envs.purchasing.state import (
   APPROVAL_LIMIT,
@@ -209,30 +209,20 @@ class PurchasingService(Service):
 
   # --- reads -------------------------------------------------------------------------------
 
-  @tool(mutates=False, produces=("vendor.id", "company.name", "person.email"))
-  def list_vendors(
-    self,
-    query: str | None = None,
-    category: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  @tool(mutates=False, page="vendor", produces=("vendor.id", "company.name", "person.email"))
+  def list_vendors(self, query: str | None = None, category: str | None = None) -> list:
     """List vendors by name.
 
     Args:
       query: words that must all appear in the name, domain or contact.
       category: only vendors of this category (e.g. "Hardware", "Supplies").
-      limit: page size (1-100).
-      offset: index of the first vendor to return.
     """
-    return page_of(
+    return select(
       self.state.vendors,
       same={"category": category},
       text=query,
       fields=("name", "domain", "contact_name", "contact_email"),
       key=lambda v: v.name,
-      limit=limit,
-      offset=offset,
     )
 
   @tool(
@@ -252,30 +242,20 @@ class PurchasingService(Service):
     )
     return {**dict(vendor), "open_orders": len(open_orders)}
 
-  @tool(mutates=False, produces=("sku", "product.name", "money"))
-  def search_items(
-    self,
-    query: str | None = None,
-    category: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  @tool(mutates=False, page="item", produces=("sku", "product.name", "money"))
+  def search_items(self, query: str | None = None, category: str | None = None) -> list:
     """Search the catalogue of items the company buys, with their standard unit cost.
 
     Args:
       query: words that must all appear in the sku, name or category.
       category: only items of this category.
-      limit: page size (1-100).
-      offset: index of the first item to return.
     """
-    return page_of(
+    return select(
       self.state.items,
       same={"category": category},
       text=query,
       fields=("id", "name", "category"),
       key=lambda i: i.id,
-      limit=limit,
-      offset=offset,
     )
 
   @tool(

@@ -34,7 +34,7 @@ from compoworld import (
   tool,
 )
 from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of
+from compoworld.runtime.query import page_of, select
 from envs._world import employee_email, world
 
 Status = Literal["draft", "pending_approval", "approved", "sent", "accepted", "rejected", "expired"]
@@ -231,30 +231,20 @@ class QuotesService(Service):
 
   # --- reads -------------------------------------------------------------------------------
 
-  @tool(mutates=False, produces=("sku", "product.name", "money"))
-  def list_products(
-    self,
-    query: str | None = None,
-    category: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  @tool(mutates=False, page="product", produces=("sku", "product.name", "money"))
+  def list_products(self, query: str | None = None, category: str | None = None) -> list:
     """List the price book in SKU order.
 
     Args:
       query: words that must all appear in the product name, SKU or category.
       category: only this category (e.g. "Hardware").
-      limit: page size (1-100).
-      offset: index of the first product to return.
     """
-    return page_of(
+    return select(
       self.state.products,
       same={"category": category},
       text=query,
       fields=("name", "id", "category"),
       key=lambda p: p.id,
-      limit=limit,
-      offset=offset,
     )
 
   @tool(mutates=False, consumes=("sku", "quantity"), produces=("money", "product.name"))

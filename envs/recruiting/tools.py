@@ -26,8 +26,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
-from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of
+from compoworld.runtime.fields import Email, Text
+from compoworld.runtime.query import select
 from envs._world import COMPANIES, CUSTOMER_NAMES, FIRST, LAST, TITLES, world
 from envs.recruiting.state import (
   FINAL,
@@ -184,25 +184,25 @@ class RecruitingService(Service):
 
   # --- reads -------------------------------------------------------------------------------
 
-  @tool(mutates=False, produces=("job.id", "job.title", "department", "person.email", "status"))
+  @tool(
+    mutates=False,
+    page="job",
+    produces=("job.id", "job.title", "department", "person.email", "status"),
+  )
   def list_jobs(
     self,
     status: Literal["open", "closed"] | None = None,
     department: str | None = None,
     query: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """List job postings, most recently opened first.
 
     Args:
       status: only "open" or only "closed" jobs.
       department: only jobs of this department (e.g. "Engineering").
       query: words that must all appear in the title, department or location.
-      limit: page size (1-100).
-      offset: index of the first job to return.
     """
-    return page_of(
+    return select(
       self.state.jobs,
       eq={"status": status},
       same={"department": department},
@@ -210,8 +210,6 @@ class RecruitingService(Service):
       fields=("title", "department", "location"),
       key=lambda j: (j.opened_on, j.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
     )
 
   @tool(mutates=False, produces=("job.title", "person.email", "number", "location"))
@@ -225,60 +223,49 @@ class RecruitingService(Service):
     stages = [a.stage for a in self.state.applications if a.job_id == job_id]
     return {**dict(job), "pipeline": {s: stages.count(s) for s in (*PIPELINE, "rejected")}}
 
-  @tool(mutates=False, produces=("candidate.id", "person.name", "person.email", "person.phone"))
-  def search_candidates(
-    self,
-    query: str | None = None,
-    source: Source | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  @tool(
+    mutates=False,
+    page="candidate",
+    produces=("candidate.id", "person.name", "person.email", "person.phone"),
+  )
+  def search_candidates(self, query: str | None = None, source: Source | None = None) -> list:
     """Search candidates by name, email or current company, newest first.
 
     Args:
       query: words that must all appear in the name, email or current company.
       source: only candidates from this source.
-      limit: page size (1-100).
-      offset: index of the first candidate to return.
     """
-    return page_of(
+    return select(
       self.state.candidates,
       eq={"source": source},
       text=query,
       fields=("name", "email", "current_company"),
       key=lambda c: (c.created_at, c.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
     )
 
-  @tool(mutates=False, produces=("application.id", "candidate.id", "job.id", "status"))
+  @tool(
+    mutates=False,
+    page="application",
+    produces=("application.id", "candidate.id", "job.id", "status"),
+  )
   def list_applications(
-    self,
-    job_id: str | None = None,
-    candidate_id: str | None = None,
-    stage: Stage | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+    self, job_id: str | None = None, candidate_id: str | None = None, stage: Stage | None = None
+  ) -> list:
     """List applications, most recent first.
 
     Args:
       job_id: only applications to this job.
       candidate_id: only this candidate's applications.
       stage: only applications at this stage.
-      limit: page size (1-100).
-      offset: index of the first application to return.
     """
     self.state.jobs.check(job_id)
     self.state.candidates.check(candidate_id)
-    return page_of(
+    return select(
       self.state.applications,
       eq={"job_id": job_id, "candidate_id": candidate_id, "stage": stage},
       key=lambda a: (a.applied_at, a.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
     )
 
   @tool(

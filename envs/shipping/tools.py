@@ -28,7 +28,7 @@ from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Limit, Offset, Text
-from compoworld.runtime.query import page_of, paginate
+from compoworld.runtime.query import page_of
 from envs._world import CITIES, STREETS, world
 from envs.shipping.state import (
   CARRIERS,
@@ -333,22 +333,17 @@ class ShippingService(Service):
       view=lambda s: s.model_dump(exclude={"events"}),
     )
 
-  @tool(mutates=False, produces=("pickup.id", "date", "shipment.id"))
-  def list_pickups(
-    self, carrier: Carrier | None = None, limit: Limit = 20, offset: Offset = 0
-  ) -> dict:
+  @tool(mutates=False, page="pickup", produces=("pickup.id", "date", "shipment.id"))
+  def list_pickups(self, carrier: Carrier | None = None) -> list:
     """List carrier pickups, soonest first.
 
     Args:
       carrier: only pickups of this carrier.
-      limit: page size (1-100).
-      offset: index of the first pickup to return.
     """
-    found = sorted(
+    return sorted(
       (p for p in self.state.pickups if carrier is None or p.carrier == carrier),
       key=lambda p: (p.date, p.id),
     )
-    return paginate(found, limit, offset)
 
   # --- writes ------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of, paginate, text_matches
+from compoworld.runtime.query import paginate, select, text_matches
 from envs._world import COMPANIES, world
 from envs.simosphere.state import (
   DRAFTS,
@@ -253,16 +253,16 @@ class SimosphereService(Service):
 
   # --- reads -------------------------------------------------------------------------------
 
-  @tool(mutates=False, produces=("message.id", "thread.id", "person.email", "datetime"))
+  @tool(
+    mutates=False, page="message", produces=("message.id", "thread.id", "person.email", "datetime")
+  )
   def search_messages(
     self,
     query: str | None = None,
     folder: Folder | None = None,
     sender: Email | None = None,
     unread_only: bool = False,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """Search the mailbox, newest first.
 
     Args:
@@ -270,10 +270,8 @@ class SimosphereService(Service):
       folder: only messages in this folder ("inbox", "sent", "archive" or "drafts").
       sender: only messages from this email address.
       unread_only: only unread messages.
-      limit: page size (1-100).
-      offset: index of the first message to return.
     """
-    return page_of(
+    return select(
       self.state.messages,
       eq={"folder": folder, "sender": sender and sender.lower()},
       text=query,
@@ -281,8 +279,6 @@ class SimosphereService(Service):
       where=lambda m: not unread_only or not m.read,
       key=lambda m: (m.sent_at, m.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
     )
 
   @tool(
@@ -348,16 +344,17 @@ class SimosphereService(Service):
     """
     return self.state.documents.get(document_id)
 
-  @tool(mutates=False, produces=("invitation.id", "datetime", "location", "url", "person.email"))
-  def list_invitations(self, limit: Limit = 20, offset: Offset = 0) -> dict:
+  @tool(
+    mutates=False,
+    page="invitation",
+    produces=("invitation.id", "datetime", "location", "url", "person.email"),
+  )
+  def list_invitations(self) -> list:
     """List the meeting invitations the user has sent, in start order, cancelled ones included.
 
     Args:
-      limit: page size (1-100).
-      offset: index of the first invitation to return.
     """
-    invitations = sorted(self.state.invitations, key=lambda i: (i.start, i.id))
-    return paginate(invitations, limit, offset)
+    return sorted(self.state.invitations, key=lambda i: (i.start, i.id))
 
   # --- writes: mail ------------------------------------------------------------------------
 

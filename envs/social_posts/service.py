@@ -34,7 +34,7 @@ from compoworld import (
   tool,
 )
 from compoworld.runtime.fields import Limit, Offset, Text
-from compoworld.runtime.query import page_of, paginate
+from compoworld.runtime.query import paginate, select
 from envs._world import world
 
 Network = Literal["twitter", "linkedin", "instagram", "facebook"]
@@ -265,34 +265,25 @@ class SocialPostsService(Service):
     limit and whether their connection is still valid."""
     return sorted(self.state.profiles, key=lambda p: (p.network, p.id))
 
-  @tool(mutates=False, produces=("post.id", "text", "status", "datetime", "url"))
+  @tool(mutates=False, page="post", produces=("post.id", "text", "status", "datetime", "url"))
   def list_posts(
-    self,
-    profile_id: str | None = None,
-    status: PostStatus | None = None,
-    query: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+    self, profile_id: str | None = None, status: PostStatus | None = None, query: str | None = None
+  ) -> list:
     """List posts, latest first (by publish, schedule or creation time).
 
     Args:
       profile_id: only posts of this profile.
       status: only this status ("draft", "scheduled", "published" or "failed").
       query: words that must all appear in the text.
-      limit: page size (1-100).
-      offset: index of the first post to return.
     """
     self.state.profiles.check(profile_id)
-    return page_of(
+    return select(
       self.state.posts,
       eq={"profile_id": profile_id, "status": status},
       text=query,
       fields=("text",),
       key=lambda p: (p.published_at or p.scheduled_at or p.created_at, p.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
     )
 
   @tool(mutates=False, produces=("post.id", "text", "status", "datetime", "url"))

@@ -27,7 +27,7 @@ from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of, paginate
+from compoworld.runtime.query import page_of, paginate, select
 from envs._world import world
 from envs.storefront.data import StorefrontData
 from envs.storefront.state import (
@@ -97,65 +97,48 @@ class StorefrontService(StorefrontData, Service):
 
   # --- reads -------------------------------------------------------------------------------
 
-  @tool(mutates=False, produces=("sku", "product.name", "money"))
+  @tool(mutates=False, page="product", produces=("sku", "product.name", "money"))
   def list_products(
-    self,
-    query: str | None = None,
-    category: str | None = None,
-    include_inactive: bool = False,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+    self, query: str | None = None, category: str | None = None, include_inactive: bool = False
+  ) -> list:
     """List the shop's products by sku with their prices.
 
     Args:
       query: words that must all appear in the sku, name or category.
       category: only products of this category (e.g. "Hardware").
       include_inactive: also list discontinued products, which cannot be ordered.
-      limit: page size (1-100).
-      offset: index of the first product to return.
     """
-    return page_of(
+    return select(
       self.state.products,
       same={"category": category},
       text=query,
       fields=("id", "name", "category"),
       where=lambda p: include_inactive or p.active,
       key=lambda p: p.id,
-      limit=limit,
-      offset=offset,
     )
 
   @tool(
     mutates=False,
+    page="customer",
     produces=("customer.id", "person.name", "person.email", "person.phone", "company.name"),
   )
   def search_customers(
-    self,
-    query: str | None = None,
-    email: Email | None = None,
-    country: str | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+    self, query: str | None = None, email: Email | None = None, country: str | None = None
+  ) -> list:
     """Search customers by name, email or company, sorted by name.
 
     Args:
       query: words that must all appear in the name, email, company or city.
       email: only the customer with this exact email address.
       country: only customers in this country.
-      limit: page size (1-100).
-      offset: index of the first customer to return.
     """
-    return page_of(
+    return select(
       self.state.customers,
       eq={"email": email and email.lower()},
       same={"country": country},
       text=query,
       fields=("name", "email", "company", "city"),
       key=lambda c: (c.name, c.id),
-      limit=limit,
-      offset=offset,
     )
 
   @tool(mutates=False, consumes=("customer.id",), produces=("order.id", "reference", "money"))

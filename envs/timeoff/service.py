@@ -33,8 +33,8 @@ from compoworld import (
   registry,
   tool,
 )
-from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of
+from compoworld.runtime.fields import Email, Text
+from compoworld.runtime.query import select
 from envs._world import world
 
 PolicyId = Literal["vacation", "sick", "personal"]
@@ -279,7 +279,11 @@ class TimeOffService(Service):
       if policy_id is None or p.id == policy_id
     ]
 
-  @tool(mutates=False, produces=("request.id", "employee.id", "date", "status", "person.email"))
+  @tool(
+    mutates=False,
+    page="request",
+    produces=("request.id", "employee.id", "date", "status", "person.email"),
+  )
   def list_requests(
     self,
     employee_id: str | None = None,
@@ -288,9 +292,7 @@ class TimeOffService(Service):
     approver: Email | None = None,
     start_after: date | None = None,
     start_before: date | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """List time-off requests in start-date order, optionally filtered.
 
     Args:
@@ -300,19 +302,15 @@ class TimeOffService(Service):
       approver: only requests this manager (email) decides.
       start_after: only requests starting on or after this date (ISO date).
       start_before: only requests starting before this date (ISO date).
-      limit: page size (1-100).
-      offset: index of the first request to return.
     """
     self.state.employees.check(employee_id)
     who = approver.lower() if approver else None
-    return page_of(
+    return select(
       self.state.requests,
       eq={"employee_id": employee_id, "status": status, "policy_id": policy_id, "approver": who},
       ge={"start_date": start_after},
       lt={"start_date": start_before},
       key=lambda r: (r.start_date, r.id),
-      limit=limit,
-      offset=offset,
     )
 
   @tool(mutates=False, produces=("employee.id", "date", "status", "person.email", "number"))

@@ -26,8 +26,8 @@ from datetime import date, timedelta
 from typing import Literal
 
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
-from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of, paginate
+from compoworld.runtime.fields import Email, Limit, Text
+from compoworld.runtime.query import select
 from envs._world import world
 from envs.warehouse.state import (
   SQL_TABLES,
@@ -289,30 +289,20 @@ class WarehouseService(Service):
     """
     return execute(self.state, sql, limit)
 
-  @tool(mutates=False, produces=("saved_query.id", "title", "person.email"))
-  def list_saved_queries(
-    self,
-    query: str | None = None,
-    owner: Email | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  @tool(mutates=False, page="query", produces=("saved_query.id", "title", "person.email"))
+  def list_saved_queries(self, query: str | None = None, owner: Email | None = None) -> list:
     """List saved queries by name.
 
     Args:
       query: words that must all appear in the name, description or SQL.
       owner: only queries saved by this email address.
-      limit: page size (1-100).
-      offset: index of the first query to return.
     """
-    return page_of(
+    return select(
       self.state.saved_queries,
       eq={"owner": owner and owner.lower()},
       text=query,
       fields=("name", "description", "sql"),
       key=lambda q: (q.name.lower(), q.id),
-      limit=limit,
-      offset=offset,
     )
 
   @tool(
@@ -330,16 +320,13 @@ class WarehouseService(Service):
     saved = self.state.saved_queries.get(saved_query_id)
     return {"saved_query": saved.name, **execute(self.state, saved.sql, limit)}
 
-  @tool(mutates=False, produces=("export.id", "url", "datetime"))
-  def list_exports(self, limit: Limit = 20, offset: Offset = 0) -> dict:
+  @tool(mutates=False, page="export", produces=("export.id", "url", "datetime"))
+  def list_exports(self) -> list:
     """List exported query results, newest first, with their download links.
 
     Args:
-      limit: page size (1-100).
-      offset: index of the first export to return.
     """
-    found = sorted(self.state.exports, key=lambda e: (e.created_at, e.id), reverse=True)
-    return paginate(found, limit, offset)
+    return sorted(self.state.exports, key=lambda e: (e.created_at, e.id), reverse=True)
 
   # --- writes ------------------------------------------------------------------------------
 

@@ -341,6 +341,63 @@ def test_tool_with_var_args_is_rejected():
       _service({fn.__name__: tool(mutates=False)(fn)})
 
 
+def _paged_service() -> type[Service]:
+  def list_tickets(self, priority: Literal["low", "high"] | None = None) -> list:
+    """List tickets in id order.
+
+    Args:
+      priority: only tickets of this priority.
+    """
+    return [t for t in self.state.tickets if priority in (None, t.priority)]
+
+  return _service({"list_tickets": tool(mutates=False, page="ticket", page_size=2)(list_tickets)})
+
+
+def test_a_paged_tool_gets_limit_and_offset_last_with_their_descriptions():
+  schema = _paged_service().spec("list_tickets").input_schema
+  assert list(schema["properties"]) == ["priority", "limit", "offset"]
+  assert schema["properties"]["limit"] == {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": 100,
+    "default": 2,
+    "description": "page size (1-100).",
+  }
+  assert schema["properties"]["offset"] == {
+    "type": "integer",
+    "minimum": 0,
+    "default": 0,
+    "description": "index of the first ticket to return.",
+  }
+
+
+def test_a_paged_tool_answers_with_one_page_of_its_items():
+  tickets = [Ticket(id=f"t{i}", subject="s", requester="r", priority="high") for i in range(5)]
+  service = _paged_service()(DeskState(seed=0, tickets=tickets))
+  out = service.call("list_tickets", {"priority": "high", "offset": 3})
+  assert out["data"] == {
+    "items": [dict(tickets[3]), dict(tickets[4])],
+    "total": 5,
+    "offset": 3,
+    "next_offset": None,
+  }
+  assert service.call("list_tickets", {"limit": 1})["data"]["next_offset"] == 1
+  assert service.call("list_tickets", {"limit": 0})["error"]["type"] == "invalid_argument"
+
+
+def test_a_paged_tool_may_not_declare_its_own_limit():
+  def both(self, limit: Limit = 20) -> list:
+    """List.
+
+    Args:
+      limit: page size.
+    """
+    return []
+
+  with pytest.raises(TypeError, match=r"page= adds limit and offset itself"):
+    _service({"both": tool(mutates=False, page="x")(both)})
+
+
 def test_service_class_checks_domain_and_name():
   with pytest.raises(TypeError, match="domain 'gardening' is not one of"):
     _service({"name": "toy_bad", "domain": "gardening"})
