@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import math
 import random
+from typing import Any
 
 from compoworld.runtime.envelope import NotFound
 
@@ -205,6 +206,12 @@ class World:
 
   def reports_of(self, email: str) -> list[Person]:
     return [p for p in self.people if p.manager_email == email]
+
+
+def seeded(service: Any, seed: int) -> tuple[random.Random, World, Any]:
+  """Where a service's data generator starts: a random stream of its own (seeded by its name and
+  ``seed``, so that services draw independently), the shared world, and its empty state."""
+  return random.Random(f"{service.name}:{seed}"), world(seed), service.State.empty(seed)
 
 
 def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:

@@ -9,7 +9,6 @@ supplied fields change on update.
 from __future__ import annotations
 
 import hashlib
-import random
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -26,7 +25,7 @@ from compoworld import (
 )
 from compoworld.runtime.fields import Email, Text
 from compoworld.runtime.query import text_matches
-from envs._world import world
+from envs._world import seeded
 
 Response = Literal["needs_action", "accepted", "declined", "tentative"]
 
@@ -92,8 +91,7 @@ class CalendarService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> CalendarState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = CalendarState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     owner = w.people[0]
     for name, desc in (
       ("Work", "Meetings and reviews"),

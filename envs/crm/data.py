@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import random
 from datetime import datetime, time, timedelta
 
-from envs._world import world
+from envs._world import seeded
 from envs.crm.state import (
   ACTIVITY_SUBJECTS,
   CLOSED,
@@ -26,8 +25,7 @@ class CrmData:
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> CrmState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = CrmState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     now, today = state.now, state.now.date()
     team = _sales_team(seed)
     seen: set[str] = set()

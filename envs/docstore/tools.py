@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Text
 from compoworld.runtime.query import select, text_matches
-from envs._world import DEPARTMENTS, world
+from envs._world import DEPARTMENTS, seeded, world
 from envs.docstore.state import (
   _WORD,
   STOPWORDS,
@@ -59,8 +59,7 @@ class DocstoreService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> DocstoreState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = DocstoreState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     found = {p.department: p.email for p in w.people if p.title == f"Head of {p.department}"}
     heads = {d: found.get(d, w.people[1].email) for d in DEPARTMENTS}  # else the CEO owns it
     docs = _policies(w, heads)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import random
 from datetime import datetime, timedelta
 
-from envs._world import world
+from envs._world import seeded
 from envs.drive.state import (
   FILES,
   PAGES,
@@ -24,8 +23,7 @@ class DriveData:
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> DriveState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = DriveState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     me, now = w.people[0], state.now
     sales, finance, hr = _lead(w, "Sales"), _lead(w, "Finance"), _lead(w, "People")
     eng, mkt = _lead(w, "Engineering"), _lead(w, "Marketing")

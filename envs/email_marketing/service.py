@@ -19,7 +19,6 @@ report exists only for a sent campaign.
 from __future__ import annotations
 
 import hashlib
-import random
 from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
@@ -37,7 +36,7 @@ from compoworld import (
 )
 from compoworld.runtime.fields import Email, Text
 from compoworld.runtime.query import select
-from envs._world import FIRST, LAST, world
+from envs._world import FIRST, LAST, seeded
 
 SubscriberStatus = Literal["subscribed", "unsubscribed", "cleaned"]
 CampaignStatus = Literal["draft", "scheduled", "sent"]
@@ -183,8 +182,7 @@ class EmailMarketingService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> EmailMarketingState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = EmailMarketingState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     now, total = state.now, size if size is not None else 60
     marketer = next((p for p in w.people if p.department == "Marketing"), w.people[0])
     contacts = [(c, cu) for cu in w.customers for c in cu.contacts]

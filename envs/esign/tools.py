@@ -20,13 +20,12 @@ reminder a day; from a template, every role without a default signer must be fil
 
 from __future__ import annotations
 
-import random
 from datetime import datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of, paginate, text_matches
-from envs._world import FIRST, LAST, Contact, world
+from envs._world import FIRST, LAST, Contact, seeded, world
 from envs.esign.state import (
   REMINDER_GAP,
   TEMPLATES,
@@ -54,8 +53,7 @@ class EsignService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> EsignState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = EsignState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     me, now = w.people[0], state.now
     leads = {"CEO": w.people[1]}
     for p in w.people[2:]:

@@ -20,7 +20,6 @@ reimbursed.
 
 from __future__ import annotations
 
-import random
 from datetime import date, datetime, timedelta
 from typing import Annotated, Literal
 
@@ -38,7 +37,7 @@ from compoworld import (
 )
 from compoworld.runtime.fields import Email, Text
 from compoworld.runtime.query import text_matches
-from envs._world import world
+from envs._world import seeded, world
 
 ReportStatus = Literal["draft", "submitted", "approved", "rejected", "reimbursed"]
 Category = Literal["meals", "travel", "lodging", "software", "office"]
@@ -143,8 +142,7 @@ class ExpensesService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> ExpensesState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = ExpensesState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     for p in w.people:
       state.members.insert(
         Member(

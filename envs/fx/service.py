@@ -16,7 +16,6 @@ different currencies and the same alert is not created twice.
 
 from __future__ import annotations
 
-import random
 from datetime import date, datetime, timedelta
 from typing import Annotated, Literal
 
@@ -34,7 +33,7 @@ from compoworld import (
   tool,
 )
 from compoworld.runtime.query import select
-from envs._world import world
+from envs._world import seeded, world
 
 Code = Annotated[str, Field(min_length=3, max_length=3, description="An ISO 4217 code.")]
 Amount = Annotated[float, Field(gt=0, le=1e12, description="An amount of money, above zero.")]
@@ -121,8 +120,7 @@ class FxService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> FxState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = FxState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     today = state.now.date()
     for code, name, symbol, decimals, level in CURRENCIES:
       state.currencies.insert(Currency(id=code, name=name, symbol=symbol, decimals=decimals))

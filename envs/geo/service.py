@@ -31,7 +31,7 @@ from compoworld import (
 )
 from compoworld.runtime.fields import Text
 from compoworld.runtime.query import select
-from envs._world import CITIES, LAST, STREETS, haversine_km, world
+from envs._world import CITIES, LAST, STREETS, haversine_km, seeded
 
 PlaceKind = Literal["venue", "cafe", "library", "park", "station"]
 Condition = Literal["sunny", "cloudy", "rain", "snow", "sleet", "fog", "windy"]
@@ -214,8 +214,7 @@ class GeoService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> GeoState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = GeoState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     specs = []
     for v in w.venues:
       kind = next(k for suffix, k in VENUE_KIND.items() if v.name.endswith(suffix))

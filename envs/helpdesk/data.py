@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import random
 from datetime import timedelta
 
-from envs._world import world
+from envs._world import seeded
 from envs.helpdesk.state import (
   FIRST_REPLIES,
   ISSUES,
@@ -30,8 +29,7 @@ class HelpdeskData:
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> HelpdeskState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = HelpdeskState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     now = state.now
     tiers = {}
     for customer in w.customers:

@@ -27,7 +27,7 @@ from pydantic import Field
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.runtime.fields import Text
 from compoworld.runtime.query import select, text_matches
-from envs._world import CITIES, world
+from envs._world import CITIES, seeded
 from envs.inventory.state import (
   ADJUSTMENT_NOTES,
   InventoryState,
@@ -53,8 +53,7 @@ class InventoryService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> InventoryState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = InventoryState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     # Only physical goods are stocked: software seats and services weigh nothing.
     stocked = [p for p in w.products if p.weight_kg > 0]
     target = size if size is not None else 3 * len(stocked)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import random
 from datetime import datetime, timedelta
 
-from envs._world import world
+from envs._world import seeded
 from envs.invoicing.state import (
   COUNTRY,
   Customer,
@@ -21,8 +20,7 @@ class InvoicingData:
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> InvoicingState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = InvoicingState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     for p in w.products:
       state.products.insert(
         Product(id=p.sku, name=p.name, category=p.category, unit_price=p.unit_price)

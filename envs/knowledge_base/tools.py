@@ -15,13 +15,12 @@ published articles can be voted on, and a person's vote counts once; section nam
 
 from __future__ import annotations
 
-import random
 from datetime import timedelta
 
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of, paginate, text_matches
-from envs._world import world
+from envs._world import seeded, world
 from envs.docstore import snippet
 from envs.knowledge_base.state import (
   MIN_BODY,
@@ -46,8 +45,7 @@ class KnowledgeBaseService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> KnowledgeBaseState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = KnowledgeBaseState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     now = state.now
     ids = {}
     for i, (name, desc) in enumerate(SECTIONS, 1):

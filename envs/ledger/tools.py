@@ -20,14 +20,13 @@ trial balance of every account always balances.
 
 from __future__ import annotations
 
-import random
 from datetime import date, datetime, timedelta
 from typing import Literal
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, Unprocessable, registry, tool
 from compoworld.runtime.fields import Text
 from compoworld.runtime.query import select
-from envs._world import world
+from envs._world import seeded
 from envs.ledger.state import (
   BILL_ACCOUNT,
   CHART,
@@ -58,8 +57,7 @@ class LedgerService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> LedgerState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = LedgerState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     for code, name, kind, normal in CHART:
       state.accounts.insert(
         Account(id=code, name=name, type=kind, normal_balance=normal or NORMAL[kind])

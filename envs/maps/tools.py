@@ -32,7 +32,7 @@ from pydantic import Field
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Text
 from compoworld.runtime.query import select
-from envs._world import CITIES, STREETS, world
+from envs._world import CITIES, STREETS, seeded, world
 from envs.maps.state import (
   AIRPORTS,
   BAD,
@@ -67,8 +67,7 @@ class MapsService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> MapsState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = MapsState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     country = {c[0]: c[1] for c in CITIES}
     centre = {c[0]: (c[2], c[3]) for c in CITIES}
 

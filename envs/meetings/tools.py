@@ -20,14 +20,13 @@ ended or cancelled meeting no longer change; a recording is shared once.
 
 from __future__ import annotations
 
-import random
 from datetime import datetime, timedelta
 from typing import Literal
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Text
 from compoworld.runtime.query import select, text_matches
-from envs._world import world
+from envs._world import seeded, world
 from envs.meetings.state import (
   LINES,
   ROLES,
@@ -54,8 +53,7 @@ class MeetingsService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> MeetingsState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = MeetingsState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     me, now = w.people[0], state.now
     for i in range(size if size is not None else 30):
       topic, agenda, external = TOPICS[i % len(TOPICS)] if i < len(TOPICS) else rng.choice(TOPICS)

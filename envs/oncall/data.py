@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
-from envs._world import world
+from envs._world import seeded
 from envs.oncall.state import (
   ALERTS,
   NOTES,
@@ -28,8 +28,7 @@ class OncallData:
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> OncallState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = OncallState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     now = state.now
     head = next((p for p in w.people if p.title == "Head of Engineering"), w.people[1]).email
     # The head of engineering is the last escalation level, not a pager rotation member.

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import random
 from datetime import datetime, timedelta
 
-from envs._world import world
+from envs._world import seeded
 from envs.projects.state import (
   COMMENTS,
   DESCRIPTIONS,
@@ -25,8 +24,7 @@ class ProjectsData:
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> ProjectsState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = ProjectsState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     now, user = state.now, w.people[0].email
     n_tasks = size if size is not None else 48
     n_projects = max(1, min(len(TEMPLATES), round(n_tasks / 12)))

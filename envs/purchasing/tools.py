@@ -23,7 +23,7 @@ from datetime import date, datetime, timedelta
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of, select
-from envs._world import employee_email, world
+from envs._world import employee_email, seeded, world
 from envs.purchasing.state import (
   APPROVAL_LIMIT,
   COMMITTED,
@@ -55,8 +55,7 @@ class PurchasingService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> PurchasingState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = PurchasingState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     now = state.now
     for v in w.vendors:
       state.vendors.insert(

@@ -16,7 +16,6 @@ its validity date can be accepted; a quote needs at least one line to be sent.
 
 from __future__ import annotations
 
-import random
 from datetime import date, datetime, timedelta
 from typing import Annotated, Literal
 
@@ -35,7 +34,7 @@ from compoworld import (
 )
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of, select
-from envs._world import employee_email, world
+from envs._world import employee_email, seeded, world
 
 Status = Literal["draft", "pending_approval", "approved", "sent", "accepted", "rejected", "expired"]
 Quantity = Annotated[int, Field(ge=1, le=100_000, description="Number of units, at least 1.")]
@@ -135,8 +134,7 @@ class QuotesService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> QuotesState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = QuotesState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     for p in w.products:
       state.products.insert(
         Product(id=p.sku, name=p.name, category=p.category, list_price=p.unit_price)

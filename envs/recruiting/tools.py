@@ -19,7 +19,6 @@ offer and an opening: hiring uses one up, and the job closes when none are left.
 
 from __future__ import annotations
 
-import random
 from datetime import date, datetime, timedelta
 from typing import Annotated, Literal
 
@@ -28,7 +27,7 @@ from pydantic import Field
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.runtime.fields import Email, Text
 from compoworld.runtime.query import select
-from envs._world import COMPANIES, CUSTOMER_NAMES, FIRST, LAST, TITLES, world
+from envs._world import COMPANIES, CUSTOMER_NAMES, FIRST, LAST, TITLES, seeded, world
 from envs.recruiting.state import (
   FINAL,
   MAILBOXES,
@@ -59,8 +58,7 @@ class RecruitingService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> RecruitingState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = RecruitingState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     now, today = state.now, state.now.date()
     heads = {p.department: p.email for p in w.people if p.title.startswith("Head of")}
     staff: dict[str, list[str]] = {}

@@ -29,7 +29,7 @@ from pydantic import Field
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Limit, Offset, Text
 from compoworld.runtime.query import page_of
-from envs._world import CITIES, STREETS, world
+from envs._world import CITIES, STREETS, seeded, world
 from envs.shipping.state import (
   CARRIERS,
   EXCEPTIONS,
@@ -61,8 +61,7 @@ class ShippingService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> ShippingState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = ShippingState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     for carrier in CARRIERS:
       scale = rng.uniform(0.9, 1.15)
       for level, base, per_kg, days in (

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import paginate, select, text_matches
-from envs._world import COMPANIES, world
+from envs._world import COMPANIES, seeded
 from envs.simosphere.state import (
   DRAFTS,
   ROLES,
@@ -50,8 +50,7 @@ class SimosphereService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> SimosphereState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = SimosphereState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     me, others = w.people[0], w.people[1:]
     now = state.now
     customers = [name for name, _ in COMPANIES if name != w.company]

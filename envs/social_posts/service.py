@@ -35,7 +35,7 @@ from compoworld import (
 )
 from compoworld.runtime.fields import Limit, Offset, Text
 from compoworld.runtime.query import paginate, select
-from envs._world import world
+from envs._world import seeded, world
 
 Network = Literal["twitter", "linkedin", "instagram", "facebook"]
 PostStatus = Literal["draft", "scheduled", "published", "failed"]
@@ -130,8 +130,7 @@ class SocialPostsService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> SocialPostsState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = SocialPostsState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     now = state.now
     slug = re.sub(r"[^a-z0-9]", "", w.company.lower())
     handles = {

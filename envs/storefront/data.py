@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
-from envs._world import FIRST, LAST, STREETS, world
+from envs._world import FIRST, LAST, STREETS, seeded, world
 from envs.storefront.state import (
   MAIL_DOMAINS,
   REFUND_REASONS,
@@ -27,8 +27,7 @@ class StorefrontData:
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> StorefrontState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = StorefrontState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     now = state.now
     for p in w.products:
       state.products.insert(Product(id=p.sku, name=p.name, category=p.category, price=p.unit_price))

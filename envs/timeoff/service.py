@@ -17,7 +17,6 @@ make the balance negative.
 
 from __future__ import annotations
 
-import random
 from datetime import date, datetime, timedelta
 from typing import Annotated, Literal
 
@@ -35,7 +34,7 @@ from compoworld import (
 )
 from compoworld.runtime.fields import Email, Text
 from compoworld.runtime.query import select
-from envs._world import world
+from envs._world import seeded
 
 PolicyId = Literal["vacation", "sick", "personal"]
 RequestStatus = Literal["pending", "approved", "denied", "cancelled"]
@@ -155,8 +154,7 @@ class TimeOffService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> TimeOffState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = TimeOffState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     today = state.now.date()
     for pid, name, days, desc in POLICIES:
       state.policies.insert(Policy(id=pid, name=name, annual_days=days, description=desc))

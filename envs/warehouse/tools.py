@@ -28,7 +28,7 @@ from typing import Literal
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Text
 from compoworld.runtime.query import select
-from envs._world import world
+from envs._world import seeded, world
 from envs.warehouse.state import (
   SQL_TABLES,
   CustomerRow,
@@ -54,8 +54,7 @@ class WarehouseService(Service):
 
   @classmethod
   def generate(cls, seed: int, size: int | None) -> WarehouseState:
-    rng, w = random.Random(f"{cls.name}:{seed}"), world(seed)
-    state = WarehouseState.empty(seed)
+    rng, w, state = seeded(cls, seed)
     today = state.now.date()
     reps = [p for p in w.people if p.department == "Sales"] or list(w.people[1:])
     for i, c in enumerate(w.customers, 1):
