@@ -39,6 +39,27 @@ def _create_task(ctx: AuthorContext, project_id: str, **arguments) -> None:
   ctx.call(S, "create_task", project_id=project_id, **arguments)
 
 
+def _project_key(name: str) -> str:
+  """The key of a scenario project on ``name``: its first word's first letters ("JUNI")."""
+  return name.split()[0][:4].upper()
+
+
+def _put_project(ctx: AuthorContext, name: str, members: list[str], start: date) -> dict:
+  """Adds a scenario project on ``name``, led by the user, to s0."""
+  return ctx.put(
+    S,
+    "projects",
+    {
+      "id": _project_key(name),
+      "name": name.title(),
+      "description": f"Everything for {name}.",
+      "lead": user_email(ctx),
+      "members": members,
+      "start_date": start.isoformat(),
+    },
+  )
+
+
 def _put_task(ctx: AuthorContext, project, title: str, **fields) -> dict:
   """Adds one of the scenario's tasks to ``project`` with the project's next key."""
   state = ctx.state(S)
@@ -201,25 +222,11 @@ def _soonest_task(ctx: AuthorContext, email) -> dict | None:
   if homes:
     project = ctx.choice(homes)
   else:
-    key = name.split()[0][:4].upper()
-    if key in state.projects:
+    if _project_key(name) in state.projects:
       return None
     start = min(due, state.now.date()) - timedelta(days=7)
     members = [me] if email == me else [me, email]
-    project = state.projects.get(
-      ctx.put(
-        S,
-        "projects",
-        {
-          "id": key,
-          "name": name.title(),
-          "description": f"Everything for {name}.",
-          "lead": me,
-          "members": members,
-          "start_date": start.isoformat(),
-        },
-      )["id"]
-    )
+    project = state.projects.get(_put_project(ctx, name, members, start)["id"])
   title = f"{name}: {ctx.choice(STEPS)}"
   _put_task(ctx, project, title, assignee=email, status="todo", due_date=due.isoformat())
   page = ctx.call(S, "search_tasks", assignee=email, limit=100)["items"]
@@ -297,22 +304,10 @@ facets.sink(
 def _new_project(ctx: AuthorContext) -> dict:
   """A freshly set-up project with only the user on it, so whoever comes is a new member."""
   name = topic(ctx)
-  key = name.split()[0][:4].upper()
+  key = _project_key(name)
   if key in ctx.state(S).projects:
     raise AuthoringError("project_key_taken", key)
-  me, now = user_email(ctx), ctx.state(S).now
-  ctx.put(
-    S,
-    "projects",
-    {
-      "id": key,
-      "name": name.title(),
-      "description": f"Everything for {name}.",
-      "lead": me,
-      "members": [me],
-      "start_date": (now - timedelta(days=2)).date().isoformat(),
-    },
-  )
+  _put_project(ctx, name, [user_email(ctx)], (ctx.state(S).now - timedelta(days=2)).date())
   hit = next(p for p in ctx.call(S, "list_projects", query=name)["items"] if p["id"] == key)
   return {"id": hit["id"], "name": hit["name"]}
 
