@@ -48,18 +48,20 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # held-out split needs service sets to spare.
   g = c.sft.generate
   c.tasks = ml_collections.ConfigDict()
-  c.tasks.num_tasks = 1300  # task indices generated (every index yields a K = 1 task)
+  # Task indices generated (every index yields a K = 1 task): ~3,950 training tasks, one epoch of
+  # their oracle trajectories (~14 a step of 8 x 2,048 tokens) is ~280 SFT steps.
+  c.tasks.num_tasks = 4000
   c.tasks.num_services = g.num_services  # K
   c.tasks.min_walk = g.min_walk  # walk length L bounds
   c.tasks.max_walk = g.max_walk
   c.tasks.num_distractors = g.num_distractors
-  c.tasks.workers = 1  # processes generating tasks
+  c.tasks.workers = 2  # processes generating tasks
 
   c.split = ml_collections.ConfigDict()
   # What is held out (compoworld.tasks.splits): K = 1 tasks by instance (a service set cannot be held
   # out without hiding its one service), K >= 2 tasks by service set.
   c.split.mode = "instances" if g.num_services == 1 else "composition"
-  c.split.eval_fraction = 0.035  # share of the tasks held out of training (46 of 1300)
+  c.split.eval_fraction = 0.0125  # share of the tasks held out of training (50 of 4000)
 
   c.trajectories = ml_collections.ConfigDict()
   c.trajectories.max_turns = 128  # the oracle's turn budget
@@ -76,6 +78,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Each policy is scored decoding freely and under the typed grammar with grounded strings
   # (rl.pipeline.run.DECODINGS: "free", "constrained", "grounded", "constrained+grounded").
   c.eval.decodings = ("free", "constrained+grounded")
+  if variant != "test" and not c.grpo.get("missing"):
+    c.grpo.num_steps = 4  # ~90 s a step of 4 x 8 rollouts on 2 cores: the demo's time budget
 
   if variant == "composed":
     c.tasks.num_services = 2

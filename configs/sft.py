@@ -117,7 +117,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.model.name = "tiny"
     c.model.overrides = ml_collections.ConfigDict(
       {
-        "num_layers": 4,
+        # Two layers: 1.70x the steps per second of four (3.2 s against 5.4 s a step of
+        # 8 x 2,048 tokens), and at 500 steps the held-out pass rate 0.12 constrained + grounded
+        # and 0.08 free, against 0.10 and 0.00 for four layers at 600 steps (README, "Two layers
+        # and only the reads a later call needs").
+        "num_layers": 2,
         "full_attention_interval": 1,
         "d_model": 128,
         "head_dim": 32,
@@ -154,6 +158,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.generate.max_walk = 2
     c.generate.num_distractors = 0
     c.generate.discovery = "none"
+    # The reads a later call or the answer needs (a get after the list that showed the record
+    # goes): 4.16 -> 3.09 calls a trajectory, median 1,459 -> 1,100 tokens.
+    c.generate.reads = "needed"
     c.optim.lr = 3e-3
     c.optim.warmup_steps = 20
     c.log_every = 10

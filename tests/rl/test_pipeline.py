@@ -56,9 +56,10 @@ def test_the_oracle_plays_the_training_tasks_as_the_sft_recipe_says():
   from rl.pipeline.run import oracle_kwargs
 
   config = get_config("tiny")
-  assert oracle_kwargs(config) == {"discovery": "none", "narrate": True}
+  assert oracle_kwargs(config) == {"discovery": "none", "narrate": True, "reads": "needed"}
   config.trajectories.narrate = False
-  assert oracle_kwargs(config) == {"discovery": "none", "narrate": False}
+  config.trajectories.reads = "all"
+  assert oracle_kwargs(config) == {"discovery": "none", "narrate": False, "reads": "all"}
 
 
 @pytest.mark.slow

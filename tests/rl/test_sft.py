@@ -570,6 +570,7 @@ def test_sft_variants_build_their_model_config(variant):
 def test_the_cpu_regime_runs_at_test_size(tmp_path):
   # configs/sft.py:cpu as it is, shrunk: K = 1 tasks played by an oracle without discovery, the
   # brief system turn, an attention-only model that checkpoints and resumes.
+  from compoworld.tasks.task import load_tasks, needed_calls
   from rl.serve.policy import load_policy_parts
 
   config = get_config("cpu")
@@ -594,6 +595,10 @@ def test_the_cpu_regime_runs_at_test_size(tmp_path):
   first = json.loads((tmp_path / "data" / "sft.jsonl").read_text().splitlines()[0])
   names = {c["function"]["name"] for m in first["messages"] for c in m.get("tool_calls") or []}
   assert names == {"call_tool"}
+  # The oracle played only the reads a later call needs (generate.reads = "needed").
+  tasks = {t.id: t for t in load_tasks(tmp_path / "data" / "tasks.jsonl")}
+  calls = [c for m in first["messages"] for c in m.get("tool_calls") or []]
+  assert len(calls) == len(needed_calls(tasks[first["task_id"]]))
   final, tokenizer, _ = load_policy_parts(summary["policy"])
   assert tokenizer.chat_system == "brief"
   # Either kept checkpoint exports as a servable policy; the last one is the run's own.
