@@ -48,8 +48,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # held-out split needs service sets to spare.
   g = c.sft.generate
   c.tasks = ml_collections.ConfigDict()
-  # Task indices generated (every index yields a K = 1 task): ~3,950 training tasks, one epoch of
-  # their oracle trajectories (~14 a step of 8 x 2,048 tokens) is ~280 SFT steps.
+  # Task indices generated (every index yields a K = 1 task): 3,950 training tasks, one epoch of
+  # their oracle trajectories (~11.5 a step of 8 x 2,048 tokens) is 342 SFT steps.
   c.tasks.num_tasks = 4000
   c.tasks.num_services = g.num_services  # K
   c.tasks.min_walk = g.min_walk  # walk length L bounds
@@ -79,7 +79,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # (rl.pipeline.run.DECODINGS: "free", "constrained", "grounded", "constrained+grounded").
   c.eval.decodings = ("free", "constrained+grounded")
   if variant != "test" and not c.grpo.get("missing"):
-    c.grpo.num_steps = 4  # ~90 s a step of 4 x 8 rollouts on 2 cores: the demo's time budget
+    c.grpo.num_steps = 4  # 60-100 s a step of 4 x 8 rollouts on 2 cores: the demo's time budget
 
   if variant == "composed":
     c.tasks.num_services = 2

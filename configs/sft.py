@@ -119,8 +119,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       {
         # Two layers: 1.70x the steps per second of four (3.2 s against 5.4 s a step of
         # 8 x 2,048 tokens), and at 500 steps the held-out pass rate 0.12 constrained + grounded
-        # and 0.08 free, against 0.10 and 0.00 for four layers at 600 steps (README, "Two layers
-        # and only the reads a later call needs").
+        # and 0.08 free, against 0.10 and 0.00 for four layers at 600 steps (README, "Two
+        # layers").
         "num_layers": 2,
         "full_attention_interval": 1,
         "d_model": 128,

@@ -93,6 +93,7 @@ class OracleAgent(Agent):
 
   DISCOVERY = ("full", "services", "none")
   READS = ("all", "needed")
+  SETTINGS = ("discovery", "narrate", "reads")  # its keyword arguments (oracle_settings)
 
   def __init__(self, discovery: str = "full", narrate: bool = True, reads: str = "all"):
     if discovery not in self.DISCOVERY:
@@ -150,13 +151,9 @@ class OracleAgent(Agent):
 
 
 def oracle_settings(block: Mapping[str, Any]) -> dict[str, Any]:
-  """``OracleAgent``'s keyword arguments from a config block that may set ``discovery``,
-  ``narrate`` and ``reads`` (else: full discovery, each call narrated, every read played)."""
-  return {
-    "discovery": block.get("discovery", "full"),
-    "narrate": block.get("narrate", True),
-    "reads": block.get("reads", "all"),
-  }
+  """``OracleAgent``'s keyword arguments that a config block sets (``discovery``, ``narrate``,
+  ``reads``); those it leaves out keep the agent's defaults."""
+  return {name: block[name] for name in OracleAgent.SETTINGS if name in block}
 
 
 class AgentError(RuntimeError):

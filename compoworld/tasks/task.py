@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -189,7 +189,7 @@ _PAGING = frozenset({"limit", "offset", "page", "page_size", "per_page", "max_re
 
 def _scalars(value: Any) -> Iterable[Any]:
   """The strings and numbers in an argument value, nested lists and objects walked (paging
-  arguments left out); a string also stands for its words (``"Agenda: https://..."`` needs the link a reply showed)."""
+  arguments left out)."""
   if isinstance(value, dict):
     for k, v in value.items():
       if k not in _PAGING:
@@ -197,12 +197,7 @@ def _scalars(value: Any) -> Iterable[Any]:
   elif isinstance(value, list):
     for v in value:
       yield from _scalars(v)
-  elif isinstance(value, str):
-    yield value
-    words = value.split()
-    if len(words) > 1:
-      yield from words
-  elif isinstance(value, int | float) and not isinstance(value, bool):
+  elif isinstance(value, str | int | float) and not isinstance(value, bool):
     yield value
 
 
@@ -229,23 +224,38 @@ def _shows(text: str, value: Any) -> bool:
   return any(re.search(rf"(?<![\w.,]){re.escape(f)}(?![\w]|[.,]\d)", text) for f in _forms(value))
 
 
+def _evidence(value: Any, shown: Callable[[Any], bool]) -> list[Any] | None:
+  """What must stay shown for a call to copy ``value``, given whether the whole solution's
+  context ``shown`` a value: the value itself; else the shown words of a multi-word string
+  (copied around a template: "Agenda: " and a link); else nothing for a single word (the
+  caller's own choice, like an enum value); ``None`` for a value computed from replies (a number
+  no text shows, a multi-word string none of whose words is shown)."""
+  if shown(value):
+    return [value]
+  if not isinstance(value, str):
+    return None
+  words = value.split()
+  if len(words) == 1:
+    return []
+  return [w for w in words if shown(w)] or None
+
+
 def needed_calls(task: Task) -> list[ToolCall]:
   """The reference solution without the reads whose replies nothing after them needs.
 
   A walk's read step (``get_invoice`` after ``list_invoices`` found the invoice) often shows
-  again what an earlier reply showed in full. Each value a call needs (its argument values, a
-  multi-word string's words too) and each word or figure of the reference answer is looked for
-  verbatim in the instruction and the earlier replies. A read is dropped when every value that
-  the whole solution's context showed is still shown without it; the reads are tried in order.
-  A task with a needed value that no context shows (one computed from replies, or a multi-word
-  value none of whose words is shown) keeps every read, since which reply it comes from is not
-  known; so does one whose shortened solution would not pass its rubric. Reads change no state,
-  so the replies of the calls kept are those of the whole solution.
+  again what an earlier reply showed in full. What each call copies (``_evidence`` of its
+  argument values) and each word or figure of the reference answer is looked for verbatim in
+  the instruction and the earlier replies. A read is dropped when all of it is still shown
+  without that read's reply; the reads are tried in order. A task with a value computed from
+  replies keeps every read, since which replies it comes from is not known; so does one whose
+  shortened solution would not pass its rubric. Reads change no state, so the replies of the
+  calls kept are those of the whole solution.
   """
   calls = task.reference_solution
-  env = task.make_env()
-  writes = set(task.write_indices(env))
-  _, outputs = task.replay(env)
+  s0 = task.make_env()
+  writes = set(task.write_indices(s0))
+  _, outputs = task.replay(s0.fork())
   replies = [json.dumps(o) for o in outputs]
   # The reference answer's figures and the words a reply shows and the instruction does not.
   answer: list[Any] = []
@@ -261,27 +271,24 @@ def needed_calls(task: Task) -> list[ToolCall]:
     return _shows(task.instruction, value) or any(_shows(replies[i], value) for i in kept if i < j)
 
   everything = set(range(len(calls)))
-  visible = [[v for v in values if shown(v, j, everything)] for j, values in enumerate(needs)]
+  copied: list[list[Any]] = []  # per call (and the answer last): what must stay shown before it
   for j, values in enumerate(needs):
-    whole = [v for v in values if not isinstance(v, str) or " " in v or v in visible[j]]
-    if any(v not in visible[j] and not _partly_shown(v, visible[j]) for v in whole):
-      return list(calls)
+    copied.append([])
+    for value in values:
+      evidence = _evidence(value, lambda v, j=j: shown(v, j, everything))
+      if evidence is None:
+        return list(calls)
+      copied[j] += evidence
   kept = set(everything)
   for i in range(len(calls)):
     if i in writes or not outputs[i]["ok"]:
       continue
     trial = kept - {i}
     users = [j for j in trial if j > i] + [len(calls)]
-    if all(shown(v, j, trial) for j in users for v in visible[j]):
+    if all(shown(v, j, trial) for j in users for v in copied[j]):
       kept = trial
   if kept == everything:
     return list(calls)
   lean = [calls[i] for i in sorted(kept)]
-  env, _ = task.replay(calls=lean)
+  env, _ = task.replay(s0.fork(), calls=lean)
   return lean if task.verify(env, task.reference_answer).success else list(calls)
-
-
-def _partly_shown(value: Any, visible: list[Any]) -> bool:
-  """A multi-word string none of whose words is shown is computed, not copied; one with a
-  shown word is copied around a template ("Agenda: " + a link)."""
-  return isinstance(value, str) and " " in value and any(w in visible for w in value.split())

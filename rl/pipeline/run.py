@@ -108,7 +108,7 @@ def one_per_composition(tasks: Sequence[Task]) -> list[Task]:
 
 def oracle_kwargs(config: ml_collections.ConfigDict) -> dict[str, Any]:
   """The oracle's settings in ``config.trajectories`` (its discovery calls, whether it names
-  each call in a sentence first), as the recipe's."""
+  each call in a sentence first, which reads it plays), as the recipe's."""
   return oracle_settings(config.get("trajectories", {}))
 
 
