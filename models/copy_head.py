@@ -141,23 +141,39 @@ class Pointer(struct.PyTreeNode):
 
 
 def training_pointer(
-  head: CopyHead, h_btd: jax.Array, tokens_bt: jax.Array, segment_ids_bt: jax.Array | None
+  head: CopyHead,
+  h_btd: jax.Array,
+  tokens_bt: jax.Array,
+  segment_ids_bt: jax.Array | None,
+  query_index_bk: jax.Array | None = None,
 ) -> Pointer:
   """The pointer of a whole (packed) row: query t may point at s < t of its own segment, whose
-  next token x_{s+1} the row holds."""
+  next token x_{s+1} the row holds. With ``query_index_bk`` [B, K] only those positions of each
+  row query (the loss positions, `positions_to_score`), and no [B, T, T] array is formed."""
   q_btc, k_btc, gate_bt = head.project(h_btd)
-  t = tokens_bt.shape[1]
-  index = jnp.arange(t)
-  allowed_bts = jnp.broadcast_to(index[None, :] < index[:, None], (tokens_bt.shape[0], t, t))
+  b, t = tokens_bt.shape
+  index_bk = (
+    query_index_bk if query_index_bk is not None else jnp.broadcast_to(jnp.arange(t), (b, t))
+  )
+
+  def at_queries(x_bt):  # [B, T, ...] -> [B, K, ...]
+    if query_index_bk is None:
+      return x_bt
+    index = query_index_bk.reshape(query_index_bk.shape + (1,) * (x_bt.ndim - 2))
+    return jnp.take_along_axis(x_bt, index, axis=1)
+
+  allowed_bks = jnp.arange(t)[None, None, :] < index_bk[:, :, None]
   if segment_ids_bt is not None:
-    allowed_bts = allowed_bts & (segment_ids_bt[:, :, None] == segment_ids_bt[:, None, :])
+    allowed_bks = allowed_bks & (
+      at_queries(segment_ids_bt)[:, :, None] == segment_ids_bt[:, None, :]
+    )
   values_bs = jnp.pad(tokens_bt[:, 1:], ((0, 0), (0, 1))).astype(jnp.int32)
-  pointer = Pointer(q_btc, gate_bt, k_btc, values_bs, allowed_bts)
+  pointer = Pointer(at_queries(q_btc), at_queries(gate_bt), k_btc, values_bs, allowed_bks)
   match_2 = head.match_weights()
   if match_2 is not None:
     tokens_bt2 = _with_previous(tokens_bt, segment_ids_bt)
     pointer = pointer.replace(
-      match_2=match_2, query_tokens_bk2=tokens_bt2, key_tokens_bs2=tokens_bt2
+      match_2=match_2, query_tokens_bk2=at_queries(tokens_bt2), key_tokens_bs2=tokens_bt2
     )
   return pointer
 

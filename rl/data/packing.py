@@ -179,6 +179,7 @@ class PackingStats:
   non_pad: int = 0
   loss_tokens: int = 0
   segments: int = 0
+  max_row_loss_tokens: int = 0  # the most loss tokens one row holds
 
   def add(self, batch: Mapping[str, np.ndarray]) -> None:
     seg = np.asarray(batch["segment_ids"])  # [B, T]
@@ -186,7 +187,9 @@ class PackingStats:
     self.rows += seg.shape[0]
     self.tokens += seg.size
     self.non_pad += int((seg > 0).sum())
-    self.loss_tokens += int(np.asarray(batch["loss_mask"]).sum())
+    loss_mask = np.asarray(batch["loss_mask"])
+    self.loss_tokens += int(loss_mask.sum())
+    self.max_row_loss_tokens = max(self.max_row_loss_tokens, int(loss_mask.sum(axis=1).max()))
     self.segments += int(sum(len(np.unique(row[row > 0])) for row in seg))
 
   @property

@@ -194,6 +194,7 @@ def data_stats(trajectories, renderer, config: ml_collections.ConfigDict) -> dic
     local_batches(trajectories, renderer, config, epochs=1, train=True), progress=False
   )
   packing.batches = distributed.all_processes(packing.batches, min)  # steps every process has
+  packing.max_row_loss_tokens = distributed.all_processes(packing.max_row_loss_tokens, max)
   return {
     "trajectories": len(lengths),
     "length_percentiles": {str(q): int(np.percentile(lengths_n, q)) for q in (0, 10, 50, 90, 100)},

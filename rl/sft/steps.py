@@ -17,7 +17,14 @@ import numpy as np
 import optax
 from flax import nnx
 
-from models.loss import copy_head_losses, head_eval, weighted_head_losses
+from models.copy_head import training_pointer
+from models.loss import (
+  at_positions,
+  copy_head_losses,
+  head_eval,
+  positions_to_score,
+  weighted_head_losses,
+)
 from rl.data.packing import BATCH_KEYS
 
 
@@ -82,22 +89,52 @@ def _forward(graphdef, params, rest, batch: Mapping[str, jax.Array]):
   return model, out
 
 
-def _losses(graphdef, params, rest, batch, loss_chunk: int, context_weight: float = 0.0):
+def weighted_positions(batch: Mapping[str, np.ndarray], context_weight: float = 0.0) -> int:
+  """The most positions of non-zero SFT weight (`loss_weights`) any row of a host batch holds:
+  a step that scores K positions a row (``loss_positions``) takes the batch whole when this is
+  at most K."""
+  weighted = np.asarray(batch["loss_mask"]) > 0
+  if context_weight:
+    weighted |= np.asarray(batch["segment_ids"]) > 0
+  return int(weighted.sum(axis=1).max(initial=0))
+
+
+def _losses(
+  graphdef,
+  params,
+  rest,
+  batch,
+  loss_chunk: int,
+  context_weight: float = 0.0,
+  loss_positions: int = 0,
+):
   """(weighted NLL objective, summed NLL on the loss mask, correct count, MoE aux loss) of a
-  batch; `loss_chunk` < 0: from full logits."""
+  batch; `loss_chunk` < 0: from full logits. `loss_positions` K > 0: the LM head and the copy
+  head's queries run only at each row's first K positions of non-zero weight
+  (`models.loss.positions_to_score`), the same loss while no row holds more (`weighted_positions`)."""
   model, out = _forward(graphdef, params, rest, batch)
   targets, mask = batch["targets"], batch["loss_mask"]
   weight = loss_weights(batch, context_weight)
+  hidden, pointer = out.hidden, out.pointer
+  if loss_positions and loss_chunk >= 0:
+    index = positions_to_score(weight, loss_positions)
+    if pointer is not None:
+      pointer = training_pointer(
+        model.copy_head, hidden, batch["tokens"], batch["segment_ids"], query_index_bk=index
+      )
+    hidden, targets, mask, weight = (
+      at_positions(x, index) for x in (hidden, targets, mask, weight)
+    )
   if loss_chunk < 0:
     nll_sum, correct = token_losses(out.logits, targets, mask)
     objective = token_losses(out.logits, targets, weight)[0] if context_weight else nll_sum
-  elif out.pointer is not None:
+  elif pointer is not None:
     objective, nll_sum, correct = copy_head_losses(
-      out.hidden, model.head_weight(), out.pointer, targets, weight, mask, loss_chunk or None
+      hidden, model.head_weight(), pointer, targets, weight, mask, loss_chunk or None
     )
   else:
     objective, nll_sum, correct = weighted_head_losses(
-      out.hidden, model.head_weight(), targets, weight, mask, loss_chunk or None
+      hidden, model.head_weight(), targets, weight, mask, loss_chunk or None
     )
   return objective, nll_sum, correct, out.aux_loss
 
@@ -131,6 +168,7 @@ def make_train_step(
   aux_loss_coef: float,
   loss_chunk: int = 0,
   context_weight: float = 0.0,
+  loss_positions: int = 0,
 ):
   """``step(state, batch) -> (state, metrics)``; state = {step, params, rest, opt_state}.
 
@@ -143,11 +181,13 @@ def make_train_step(
   counts the targets of probability > 1/2 (a lower bound of the argmax's).
   `context_weight`: the objective's weight on non-assistant tokens (``loss_weights``); the
   reported loss and accuracy stay those of the assistant tokens.
+  `loss_positions` K > 0: the heads score K positions a row (`_losses`); the caller gives this
+  step only batches whose rows hold at most K weighted positions (`weighted_positions`).
   """
 
   def micro_loss(params, rest, micro, n_weight):
     objective, nll_sum, correct, aux = _losses(
-      graphdef, params, rest, micro, loss_chunk, context_weight
+      graphdef, params, rest, micro, loss_chunk, context_weight, loss_positions
     )
     loss = objective / n_weight + aux_loss_coef * aux / grad_accum
     return loss, (nll_sum, correct, aux)

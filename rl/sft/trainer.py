@@ -64,6 +64,7 @@ from rl.sft.steps import (  # noqa: F401 (the step functions, as rl.sft.trainer 
   make_train_step,
   token_losses,
   turn_matches,
+  weighted_positions,
 )
 
 #: The mesh axes a batch's rows are split over (the model's "act_batch" rule).
@@ -78,6 +79,19 @@ COPY_STAGE_PLOT = "copy_stage.png"
 
 # --------------------------------------------------------------------------------------------------
 # State, mesh and sharding
+
+
+def loss_positions(config: ml_collections.ConfigDict, stats: Mapping[str, Any]) -> int:
+  """Positions per row the training step scores (``data.loss_positions``; `rl.sft.steps._losses`):
+  -1 = the most loss tokens a row of the first epoch holds (``stats``, `data_stats`), rounded up
+  to 128, or 0 (every position) when that is no fewer than the row's or the objective weighs
+  the context tokens too."""
+  k = config.data.get("loss_positions", 0)
+  if k < 0:
+    if config.data.context_loss_weight:
+      return 0
+    k = -(-max(stats["max_row_loss_tokens"], 1) // 128) * 128
+  return k if 0 < k < config.data.seq_len else 0
 
 
 def build_mesh(config: ml_collections.ConfigDict) -> jax.sharding.Mesh:
@@ -375,15 +389,24 @@ def train(
     graphdef, state = init_state(model, tx, mesh)
     del model
     state_shardings = jax.tree.map(lambda x: x.sharding, state)
-    step_fn = make_train_step(
-      graphdef,
-      tx,
-      schedule,
-      grad_accum=config.optim.grad_accum,
-      aux_loss_coef=model_config.router_aux_loss_coef,
-      context_weight=config.data.context_loss_weight,
-    )
-    train_step = jax.jit(step_fn, out_shardings=(state_shardings, None), donate_argnums=0)
+    positions = loss_positions(config, stats)
+    context_weight = config.data.context_loss_weight
+
+    def jit_step(k: int):
+      step_fn = make_train_step(
+        graphdef,
+        tx,
+        schedule,
+        grad_accum=config.optim.grad_accum,
+        aux_loss_coef=model_config.router_aux_loss_coef,
+        context_weight=context_weight,
+        loss_positions=k,
+      )
+      return jax.jit(step_fn, out_shardings=(state_shardings, None), donate_argnums=0)
+
+    # The step over each row's loss positions, and (compiled when first needed) the one over
+    # every position, for a batch with a row fuller than `positions`.
+    steps = {positions: jit_step(positions)}
     eval_step = jax.jit(make_eval_step(graphdef))
 
     data_iter = iter(
@@ -429,6 +452,7 @@ def train(
       disable=not distributed.is_primary(),
     )
     step = start
+    full_steps = 0  # steps over every position: a row held more loss tokens than `positions`
     batches: Iterator = data_iter
     while step < total_steps:
       if config.stop_after and step - start >= config.stop_after:
@@ -440,12 +464,19 @@ def train(
       except StopIteration:
         break
       t0 = time.perf_counter()
-      state, metrics = train_step(state, shard_batch(host_batch, mesh))
+      k = positions
+      if k and distributed.all_processes(weighted_positions(host_batch, context_weight), max) > k:
+        k = 0
+      compiles = k not in steps
+      full_steps += k != positions
+      if compiles:
+        steps[k] = jit_step(k)
+      state, metrics = steps[k](state, shard_batch(host_batch, mesh))
       metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
       seconds = time.perf_counter() - t0
       step += 1
       computed = float(host_batch["tokens"].size) * jax.process_count()  # every process's rows
-      if step > start + 1:  # the first step compiles
+      if step > start + 1 and not compiles:  # the first step compiles
         timed_tokens, timed_seconds = timed_tokens + computed, timed_seconds + seconds
       metrics["tokens_per_s"] = computed / seconds
       metrics["mfu"] = metrics["tokens_per_s"] * flops_per_token / peak
@@ -494,6 +525,8 @@ def train(
     "matmul_peak_flops": peak,
     "flops_per_token": flops_per_token,
     "copy_stage": copy_points[-1] if copy_points else None,
+    "loss_positions": positions,
+    "full_position_steps": full_steps,
     "train_trajectories": len(train_set),
     "data": stats,
     "packing_efficiency": stats["packing_efficiency"],

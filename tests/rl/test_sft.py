@@ -59,11 +59,14 @@ def _config(**optim):
 _STEPS: dict[tuple, tuple] = {}
 
 
-def run_steps(config, batches, mesh, aux_coef=0.0, vocab=256, context_weight=0.0, shape=None):
+def run_steps(
+  config, batches, mesh, aux_coef=0.0, vocab=256, context_weight=0.0, shape=None, positions=0
+):
   """Losses and final parameters of consecutive train steps on `batches` (a tiny model of
-  ``shape``, default `TINY`, from its seed-0 initialisation)."""
+  ``shape``, default `TINY`, from its seed-0 initialisation), scoring ``positions`` a row."""
   model_config = models.get_config("tiny", vocab_size=vocab, **(shape or TINY))
-  key = (model_config, tuple(sorted(config.optim.items())), aux_coef, context_weight, mesh)
+  optim = tuple(sorted(config.optim.items()))
+  key = (model_config, optim, aux_coef, context_weight, mesh, positions)
   with models.use_mesh(mesh):
     model = models.create_model(model_config, seed=0, mesh=mesh)
     (tx, schedule), step = _STEPS.get(key) or (sft.make_optimizer(config, total_steps=10), None)
@@ -76,6 +79,7 @@ def run_steps(config, batches, mesh, aux_coef=0.0, vocab=256, context_weight=0.0
         grad_accum=config.optim.grad_accum,
         aux_loss_coef=aux_coef,
         context_weight=context_weight,
+        loss_positions=positions,
       )
       step = jax.jit(step, donate_argnums=0)
       _STEPS[key] = (tx, schedule), step
@@ -217,6 +221,45 @@ def test_context_weight_changes_the_update_not_the_reported_loss():
     jax.tree.map(lambda a, b: np.abs(a - b).max(initial=0.0), params_plain, params_weighted)
   )
   assert max(diffs) > 1e-6
+
+
+def test_positions_to_score_list_each_rows_weighted_positions_first():
+  weight = jnp.asarray([[0, 1, 0, 0.5, 1, 0], [1, 0, 0, 0, 1, 0]])
+  np.testing.assert_array_equal(
+    sft_steps.positions_to_score(weight, 4), [[1, 3, 4, 0], [0, 4, 1, 2]]
+  )
+  batch = {"loss_mask": np.asarray(weight > 0), "segment_ids": np.asarray([[1] * 5 + [0]] * 2)}
+  assert sft_steps.weighted_positions(batch) == 3
+  assert sft_steps.weighted_positions(batch, context_weight=0.1) == 5  # and the real tokens
+
+
+@pytest.mark.slow  # four compilations of a one-block step
+@pytest.mark.parametrize("copy_head", [False, True])
+def test_scoring_only_the_loss_positions_takes_the_same_steps(copy_head):
+  # fake_batch's rows hold 2, 7, 12 and 17 loss tokens: 17 positions a row lose none of them.
+  batches = [fake_batch(0, 4, 32, 256), fake_batch(1, 4, 32, 256)]
+  shape = {**ONE_BLOCK, "copy_head": copy_head, "copy_head_match": copy_head}
+  config, mesh = _config(warmup_steps=0), one_device_mesh()
+  every, params_every = run_steps(config, batches, mesh, shape=shape)
+  some, params_some = run_steps(config, batches, mesh, shape=shape, positions=17)
+  for step in range(2):
+    for key in ("loss", "accuracy", "loss_tokens", "grad_norm"):
+      np.testing.assert_allclose(some[step][key], every[step][key], rtol=2e-5)
+  jax.tree.map(
+    lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), params_some, params_every
+  )
+
+
+def test_loss_positions_follow_the_fullest_row_and_fall_back_to_every_position():
+  config = get_config("cpu")
+  stats = {"max_row_loss_tokens": 670}
+  assert config.data.loss_positions == -1 and sft.loss_positions(config, stats) == 768
+  assert sft.loss_positions(config, {"max_row_loss_tokens": 2000}) == 0  # not fewer than a row
+  config.data.loss_positions = 300
+  assert sft.loss_positions(config, stats) == 300  # as set: fuller rows take a full step
+  config.data.loss_positions, config.data.context_loss_weight = -1, 0.5
+  assert sft.loss_positions(config, stats) == 0  # every real token is weighed
+  assert get_config("paper").data.loss_positions == 0
 
 
 def test_fused_head_loss_chunk_must_divide_the_sequence():
@@ -579,12 +622,17 @@ def test_the_cpu_regime_runs_at_test_size(tmp_path):
   config.data.seq_len = 1024
   config.data.batch_size = 2
   config.data.eval_fraction = 0.34
+  config.data.num_epochs = 2  # batches to spare for the resumed run's third step
   config.max_steps = 2
   config.eval_every = 2
   config.checkpoint.every = 1
   config.copy.update(steps=2, batch_size=2, seq_len=64, min_repeat=8, max_repeat=16)
   summary = sft.train(config, tmp_path)
   assert summary["steps"] == 2 and summary["tokens_seen"] > 0
+  # The heads scored each row's loss positions only: the fullest row's, rounded up to 128.
+  fullest = summary["data"]["max_row_loss_tokens"]
+  assert summary["loss_positions"] == -(-fullest // 128) * 128 < config.data.seq_len
+  assert summary["full_position_steps"] == 0
   # The copy stage ran first, once: its points and plot are in the workdir.
   # (The block doubles to 16 once a step copies well enough: the regime's copy head with its
   # match bonus can do so from the first step.)
@@ -612,6 +660,9 @@ def test_the_cpu_regime_runs_at_test_size(tmp_path):
   with pytest.raises(ValueError, match="no checkpoint of step 7"):
     sft.export_checkpoint(tmp_path, 7)
   config.max_steps = 3
+  config.data.loss_positions = 1  # every row holds more: the step over every position
   resumed = sft.train(config, tmp_path)
   assert resumed["start_step"] == 2  # resumed from the checkpoint
+  assert resumed["steps"] == 3 and resumed["loss_positions"] == 1
+  assert resumed["full_position_steps"] == 1
   assert resumed["copy_stage"] is None  # the checkpoint holds the stage's result
