@@ -21,8 +21,8 @@ import random
 from datetime import date, datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
-from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of, select
+from compoworld.runtime.fields import Email, Text
+from compoworld.runtime.query import select
 from envs._world import employee_email, seeded, world
 from envs.purchasing.state import (
   APPROVAL_LIMIT,
@@ -259,6 +259,7 @@ class PurchasingService(Service):
 
   @tool(
     mutates=False,
+    page="order",
     produces=("purchase_order.id", "reference", "money", "date", "status", "person.email"),
   )
   def list_purchase_orders(
@@ -267,9 +268,7 @@ class PurchasingService(Service):
     vendor_id: str | None = None,
     sku: str | None = None,
     requester: Email | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """List purchase orders, newest first, without their lines.
 
     Args:
@@ -277,20 +276,16 @@ class PurchasingService(Service):
       vendor_id: only orders to this vendor.
       sku: only orders with a line for this sku.
       requester: only orders requested by this email address.
-      limit: page size (1-100).
-      offset: index of the first order to return.
     """
     self.state.vendors.check(vendor_id)
-    return page_of(
+    found = select(
       self.state.orders,
       eq={"status": status, "vendor_id": vendor_id, "requester": requester and requester.lower()},
       where=lambda o: sku is None or any(ln.id == sku for ln in o.lines),
       key=lambda o: (o.created_at, o.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
-      view=lambda o: o.model_dump(exclude={"lines"}),
     )
+    return [o.model_dump(exclude={"lines"}) for o in found]
 
   @tool(
     mutates=False,

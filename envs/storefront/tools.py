@@ -27,7 +27,7 @@ from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of, paginate, select
+from compoworld.runtime.query import paginate, select
 from envs._world import world
 from envs.storefront.data import StorefrontData
 from envs.storefront.state import (
@@ -161,16 +161,18 @@ class StorefrontService(StorefrontData, Service):
     page["total_spent"] = _money(sum(o.paid_amount - o.refunded_amount for o in orders))
     return page
 
-  @tool(mutates=False, produces=("order.id", "reference", "money", "status", "person.email"))
+  @tool(
+    mutates=False,
+    page="order",
+    produces=("order.id", "reference", "money", "status", "person.email"),
+  )
   def list_orders(
     self,
     status: OrderStatus | None = None,
     customer_id: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
-    limit: Limit = 20,
-    offset: Offset = 0,
-  ) -> dict:
+  ) -> list:
     """List orders, newest first, without their lines.
 
     Args:
@@ -178,25 +180,21 @@ class StorefrontService(StorefrontData, Service):
       customer_id: only this customer's orders.
       since: only orders placed at or after this time (ISO 8601).
       until: only orders placed before this time (ISO 8601).
-      limit: page size (1-100).
-      offset: index of the first order to return.
     """
     self.state.customers.check(customer_id)
     if since is not None and until is not None and until <= since:
       raise InvalidArgument(
         f"until ({until.isoformat()}) must be after since ({since.isoformat()})"
       )
-    return page_of(
+    found = select(
       self.state.orders,
       eq={"status": status, "customer_id": customer_id},
       ge={"created_at": since},
       lt={"created_at": until},
       key=lambda o: (o.created_at, o.id),
       reverse=True,
-      limit=limit,
-      offset=offset,
-      view=lambda o: o.model_dump(exclude={"lines"}),
     )
+    return [o.model_dump(exclude={"lines"}) for o in found]
 
   @tool(
     mutates=False,
