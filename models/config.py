@@ -65,6 +65,10 @@ class ModelConfig:
   # The pointer's scores gain a learnt bonus where a key's token, and the token before it, equal
   # the query's: induction ("what followed my token last time") as a prior, not learnt from scratch.
   copy_head_match: bool = False
+  # With the match bonus: R >= 3 adds a learnt bonus m_r for each r = 3..R where the key's last r
+  # tokens all equal the query's, so a copy continued for r tokens points where those r tokens
+  # stood (not at any earlier place of its last one or two); 0 = none.
+  copy_head_match_run: int = 0
 
   rms_norm_eps: float = 1e-6
   tie_embeddings: bool = False
@@ -98,6 +102,10 @@ class ModelConfig:
       raise ValueError(f"rotary dim {self.rotary_dim} must be even and within head_dim")
     if self.shared_expert_dim < 0 or self.moe_tile < 0 or self.moe_groups < 0:
       raise ValueError("shared_expert_dim, moe_tile and moe_groups must be >= 0")
+    if self.copy_head_match_run and (self.copy_head_match_run < 3 or not self.copy_head_match):
+      raise ValueError(
+        f"copy_head_match_run={self.copy_head_match_run} must be 0, or >= 3 with copy_head_match"
+      )
     if self.moe_backend not in MOE_BACKENDS:
       raise ValueError(f"moe_backend={self.moe_backend!r}; valid: {MOE_BACKENDS}")
     if self.remat not in REMAT_POLICIES:

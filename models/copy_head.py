@@ -57,15 +57,23 @@ MATCH_INIT = 3.0  # each match bonus at initialisation, in score (logit) units
 MATCH_SCALE = 10.0  # the bonus is stored divided by this
 
 
-def _with_previous(tokens_bt: jax.Array, segment_ids_bt: jax.Array | None = None) -> jax.Array:
-  """[B, T, 2]: each position's token and the token before it (-1 at a row's or a segment's
-  start, which matches nothing)."""
+def _with_previous(
+  tokens_bt: jax.Array, segment_ids_bt: jax.Array | None = None, depth: int = 2
+) -> jax.Array:
+  """[B, T, depth]: each position's token and the depth - 1 tokens before it (-1 before a row's
+  or a segment's start, which matches nothing)."""
   tokens_bt = tokens_bt.astype(jnp.int32)
-  prev_bt = jnp.pad(tokens_bt[:, :-1], ((0, 0), (1, 0)), constant_values=-1)
+  t = tokens_bt.shape[1]
+  index_t = jnp.arange(t)
+  start_bt = jnp.zeros_like(tokens_bt)  # where each position's segment starts
   if segment_ids_bt is not None:
     starts_bt = jnp.pad(segment_ids_bt[:, 1:] != segment_ids_bt[:, :-1], ((0, 0), (1, 0)))
-    prev_bt = jnp.where(starts_bt, -1, prev_bt)
-  return jnp.stack([tokens_bt, prev_bt], axis=-1)
+    start_bt = jax.lax.cummax(jnp.where(starts_bt, index_t, 0), axis=1)
+  columns = []
+  for back in range(depth):
+    shifted_bt = jnp.pad(tokens_bt[:, : t - back], ((0, 0), (back, 0)), constant_values=-1)
+    columns.append(jnp.where(index_t - back >= start_bt, shifted_bt, -1))
+  return jnp.stack(columns, axis=-1)
 
 
 class CopyHead(nnx.Module):
@@ -80,14 +88,25 @@ class CopyHead(nnx.Module):
     self.b_gate = nnx.Param(jnp.zeros((), dtype))
     if config.copy_head_match:
       self.match_2 = nnx.Param(jnp.full((2,), MATCH_INIT / MATCH_SCALE, jnp.float32))
+    if config.copy_head_match_run:
+      runs = config.copy_head_match_run - 2
+      self.match_run = nnx.Param(jnp.full((runs,), MATCH_INIT / MATCH_SCALE, jnp.float32))
     self.config = config
 
   def match_weights(self) -> jax.Array | None:
-    """(m_0, m_1): the score bonus of a key whose token (and the token before it) equal the
-    query's; None without ``copy_head_match``."""
+    """(m_0, m_1[, m_3 .. m_R]): the score bonus of a key whose token (and the token before it)
+    equal the query's, and with ``copy_head_match_run`` R that of a key whose last r tokens all
+    equal the query's; None without ``copy_head_match``."""
     if not self.config.copy_head_match:
       return None
-    return self.match_2[...].astype(jnp.float32) * MATCH_SCALE
+    weights = self.match_2[...]
+    if self.config.copy_head_match_run:
+      weights = jnp.concatenate([weights, self.match_run[...]])
+    return weights.astype(jnp.float32) * MATCH_SCALE
+
+  def match_depth(self) -> int:
+    """How many of each position's last tokens the match bonus compares."""
+    return max(2, self.config.copy_head_match_run)
 
   def project(self, h_btd: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """(queries [B, T, C], keys [B, T, C], gate logits [B, T] float32) of hidden states."""
@@ -110,8 +129,8 @@ class Pointer(struct.PyTreeNode):
   k_bsc: jax.Array  # [B, S, C]
   values_bs: jax.Array  # [B, S] int32: the token after key position s
   allowed_bks: jax.Array  # [B, K, S] bool
-  # With ``copy_head_match``: (m_0, m_1) [2], each query's token and the one before it [B, K, 2],
-  # each key's [B, S, 2]; None without.
+  # With ``copy_head_match``: (m_0, m_1[, m_3 .. m_R]) [max(2, R)], each query's token and the
+  # ones before it [B, K, max(2, R)], each key's [B, S, max(2, R)]; None without.
   match_2: jax.Array | None = None
   query_tokens_bk2: jax.Array | None = None
   key_tokens_bs2: jax.Array | None = None
@@ -129,14 +148,19 @@ class Pointer(struct.PyTreeNode):
     )
 
   def match_bonus(self) -> jax.Array | float:
-    """m_0 [x_s = x_t] + m_1 [x_{s-1} = x_{t-1}] [B, K, S] (0 without ``copy_head_match``)."""
+    """m_0 [x_s = x_t] + m_1 [x_{s-1} = x_{t-1}] + sum_{r=3..R} m_r [x_{s-i} = x_{t-i}, i < r]
+    [B, K, S] (0 without ``copy_head_match``)."""
     if self.match_2 is None:
       return 0.0
-    bonus = 0.0
-    for j in range(2):
+    bonus, run_bks = 0.0, True
+    for j in range(self.query_tokens_bk2.shape[-1]):
       query_bk, key_bs = self.query_tokens_bk2[..., j], self.key_tokens_bs2[..., j]
       same_bks = (query_bk[:, :, None] == key_bs[:, None, :]) & (query_bk[:, :, None] >= 0)
-      bonus = bonus + jnp.where(same_bks, self.match_2[j], 0.0)
+      run_bks = run_bks & same_bks  # the last j + 1 tokens all agree
+      if j < 2:
+        bonus = bonus + jnp.where(same_bks, self.match_2[j], 0.0)
+      if j >= 2:
+        bonus = bonus + jnp.where(run_bks, self.match_2[j], 0.0)
     return bonus
 
 
@@ -171,7 +195,7 @@ def training_pointer(
   pointer = Pointer(at_queries(q_btc), at_queries(gate_bt), k_btc, values_bs, allowed_bks)
   match_2 = head.match_weights()
   if match_2 is not None:
-    tokens_bt2 = _with_previous(tokens_bt, segment_ids_bt)
+    tokens_bt2 = _with_previous(tokens_bt, segment_ids_bt, head.match_depth())
     pointer = pointer.replace(
       match_2=match_2, query_tokens_bk2=at_queries(tokens_bt2), key_tokens_bs2=tokens_bt2
     )
@@ -212,7 +236,7 @@ def cached_pointer(
   pointer = Pointer(q_btc, gate_bt, new.k_bsc, values_bs, allowed_bts)
   match_2 = head.match_weights()
   if match_2 is not None:
-    key_tokens_bs2 = _with_previous(new.tokens_bs)  # the new tokens' slots included
+    key_tokens_bs2 = _with_previous(new.tokens_bs, depth=head.match_depth())  # new slots too
     query_tokens_bt2 = jnp.take_along_axis(key_tokens_bs2, positions_bt[..., None], axis=1)
     pointer = pointer.replace(
       match_2=match_2, query_tokens_bk2=query_tokens_bt2, key_tokens_bs2=key_tokens_bs2

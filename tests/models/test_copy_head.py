@@ -16,13 +16,21 @@ from tests.models.conftest import BATCH, SEQ, forward, random_tokens
 B, T, MAX_LEN = BATCH, SEQ, 32
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["pointer", "pointer+match"])
+@pytest.fixture(
+  scope="module", params=[(False, 0), (True, 0), (True, 4)], ids=["pointer", "match", "match+run"]
+)
 def config(tiny_config, request):
-  return tiny_config.replace(copy_head=True, copy_head_dim=16, copy_head_match=request.param)
+  match, run = request.param
+  return tiny_config.replace(
+    copy_head=True, copy_head_dim=16, copy_head_match=match, copy_head_match_run=run
+  )
 
 
 def _vocab(config):
-  """Token ids drawn for a test: few with the match bonus, so keys match queries often."""
+  """Token ids drawn for a test: few with the match bonus, so keys match queries often (and
+  runs of three or four tokens recur)."""
+  if config.copy_head_match_run:
+    return 3
   return 6 if config.copy_head_match else config.vocab_size
 
 
@@ -39,7 +47,7 @@ def model(config):
 def test_logits_are_the_mixture_of_the_head_and_the_pointer(model, config):
   """exp(logits) sums to one, and equals (1 - g) softmax(lm) + g sum_{s < t} a_ts [x_{s+1} = v]
   computed position by position in numpy (plus m_0 [x_s = x_t] + m_1 [x_{s-1} = x_{t-1}] on
-  the scores with the match bonus)."""
+  the scores with the match bonus, and m_r where the last r tokens agree with its runs)."""
   tokens = random_tokens((B, T), _vocab(config), seed=1)
   out = forward(model, tokens)
   probs = np.exp(np.asarray(out.logits, np.float64))
@@ -54,13 +62,17 @@ def test_logits_are_the_mixture_of_the_head_and_the_pointer(model, config):
   match = model.copy_head.match_weights()
   match = np.zeros(2) if match is None else np.asarray(match, np.float64)
   for b in range(B):
-    prev = np.concatenate([[-1], toks[b, :-1]])
+    # back[j][s]: the token j places before s (-1 before the row's start, matching nothing).
+    back = [np.concatenate([[-1] * j, toks[b, : T - j]]) for j in range(len(match))]
     for t in (0, 1, 7, T - 1):
       expected = lm[b, t].copy()
       if t > 0:
         g = 1 / (1 + np.exp(-gate[b, t]))
         scores = k[b, :t] @ q[b, t] / np.sqrt(config.copy_head_dim)
-        scores += match[0] * (toks[b, :t] == toks[b, t]) + match[1] * (prev[:t] == prev[t])
+        same = [(x[:t] == x[t]) & (x[t] >= 0) for x in back]
+        scores += match[0] * same[0] + match[1] * same[1]
+        for r in range(3, len(match) + 1):  # the last r tokens all agree
+          scores += match[r - 1] * np.logical_and.reduce(same[:r])
         weights = np.exp(scores - scores.max())
         weights /= weights.sum()
         copy = np.zeros(config.vocab_size)
@@ -203,3 +215,10 @@ def test_the_fused_loss_equals_the_loss_of_the_full_mixture(model, config):
   flat, flat2 = nnx.to_flat_state(grads), nnx.to_flat_state(grads2)
   for (path, g), (_, g2) in zip(flat, flat2, strict=True):
     np.testing.assert_allclose(g2[...], g[...], atol=1e-5, rtol=1e-3, err_msg=str(path))
+
+
+def test_a_match_run_needs_the_match_bonus_and_three_tokens(tiny_config):
+  with pytest.raises(ValueError, match="copy_head_match_run"):
+    tiny_config.replace(copy_head=True, copy_head_match=True, copy_head_match_run=2)
+  with pytest.raises(ValueError, match="copy_head_match_run"):
+    tiny_config.replace(copy_head=True, copy_head_match_run=3)
