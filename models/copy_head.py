@@ -19,7 +19,10 @@ value after its cue is one match (the cue's context), continuing the copy is the
 With ``ModelConfig.copy_head_match`` the scores also gain m_0 [x_s = x_t] + m_1 [x_{s-1} =
 x_{t-1}], two learnt scalars: continuing a copy (point at the earlier place of the token just
 written, and of the one before it) is then given, and the query and key learn only where a copy
-starts. The scalars are stored a tenth of their value (`MATCH_SCALE`), so Adam moves them ten
+starts. With ``ModelConfig.copy_head_match_run`` R the scores also gain m_r [x_{s-i} = x_{t-i}
+for every i < r] for r = 3..R: a copy continued for r tokens then points where those r tokens
+stood, not at any earlier place of its last one or two (a digit of an id repeats in dates).
+The scalars are stored a tenth of their value (`MATCH_SCALE`), so Adam moves them ten
 times faster than a weight.
 The model's ``logits`` are then log p: a normalised log-probability, which softmax, sampling
 and the cross-entropy take as they take logits. Off by default (``ModelConfig.copy_head``);
