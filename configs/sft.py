@@ -149,6 +149,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         # (README, "The copy head with a match bonus").
         "copy_head": True,
         "copy_head_match": True,
+        # Runs of 3..R matching tokens as a further bonus (models.copy_head); 0 = none.
+        "copy_head_match_run": 0,
       }
     )
     c.tokenizer.vocab_size = 4096
