@@ -37,7 +37,7 @@ from flax import nnx, struct
 
 from models import sharding
 from models.config import ModelConfig
-from models.layers import normal
+from models.layers import at_positions, normal
 
 
 @struct.dataclass
@@ -160,10 +160,8 @@ class Pointer(struct.PyTreeNode):
       query_bk, key_bs = self.query_tokens_bk2[..., j], self.key_tokens_bs2[..., j]
       same_bks = (query_bk[:, :, None] == key_bs[:, None, :]) & (query_bk[:, :, None] >= 0)
       run_bks = run_bks & same_bks  # the last j + 1 tokens all agree
-      if j < 2:
-        bonus = bonus + jnp.where(same_bks, self.match_2[j], 0.0)
-      if j >= 2:
-        bonus = bonus + jnp.where(run_bks, self.match_2[j], 0.0)
+      # m_0 and m_1 reward each agreement on its own, m_3 .. m_R the whole run.
+      bonus = bonus + jnp.where(same_bks if j < 2 else run_bks, self.match_2[j], 0.0)
     return bonus
 
 
@@ -184,10 +182,7 @@ def training_pointer(
   )
 
   def at_queries(x_bt):  # [B, T, ...] -> [B, K, ...]
-    if query_index_bk is None:
-      return x_bt
-    index = query_index_bk.reshape(query_index_bk.shape + (1,) * (x_bt.ndim - 2))
-    return jnp.take_along_axis(x_bt, index, axis=1)
+    return x_bt if query_index_bk is None else at_positions(x_bt, query_index_bk)
 
   allowed_bks = jnp.arange(t)[None, None, :] < index_bk[:, :, None]
   if segment_ids_bt is not None:

@@ -10,6 +10,12 @@ from models import sharding
 from models.config import ModelConfig
 
 
+def at_positions(x_bt: jax.Array, index_bk: jax.Array) -> jax.Array:
+  """x [B, T, ...] at each row's positions ``index_bk`` [B, K]: [B, K, ...]."""
+  index = index_bk.reshape(index_bk.shape + (1,) * (x_bt.ndim - 2))
+  return jnp.take_along_axis(x_bt, index, axis=1)
+
+
 def normal(std: float):
   return jax.nn.initializers.normal(std)
 

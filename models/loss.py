@@ -167,16 +167,10 @@ def head_eval(
 
 def positions_to_score(weight_bt: jax.Array, k: int) -> jax.Array:
   """[B, K] int32: each row's positions of non-zero weight in order, then zero-weight positions
-  to fill K. A loss that gathers its inputs at these (`at_positions`) runs the LM head and the
-  copy head's queries on K positions a row instead of T, and loses nothing while no row holds
-  more than K weighted positions (`rows_within`)."""
+  to fill K. A loss that gathers its inputs at these (`models.layers.at_positions`) runs the LM
+  head and the copy head's queries on K positions a row instead of T, and loses nothing while no
+  row holds more than K weighted positions (`rl.sft.steps.weighted_positions`)."""
   return jnp.argsort(weight_bt == 0, axis=1, stable=True)[:, :k].astype(jnp.int32)
-
-
-def at_positions(x_bt: jax.Array, index_bk: jax.Array) -> jax.Array:
-  """x [B, T, ...] at each row's positions ``index_bk`` [B, K]: [B, K, ...]."""
-  index = index_bk.reshape(index_bk.shape + (1,) * (x_bt.ndim - 2))
-  return jnp.take_along_axis(x_bt, index, axis=1)
 
 
 def copy_head_losses(

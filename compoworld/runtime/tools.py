@@ -35,6 +35,7 @@ class ToolOptions:
   consumes: tuple[str, ...]
   page: str | None = None
   page_size: int = 20
+  page_view: Callable[[Any], Any] | None = None
 
 
 def tool(
@@ -46,6 +47,7 @@ def tool(
   consumes: tuple[str, ...] = (),
   page: str | None = None,
   page_size: int = 20,
+  page_view: Callable[[Any], Any] | None = None,
 ):
   """Marks a service method as a tool.
 
@@ -60,10 +62,14 @@ def tool(
       default) and ``offset`` (the index of the first item to return) and answers with that page
       (``paginate``: the items, their total and the next page's offset).
     page_size: the default page size of a ``page`` tool.
+    page_view: what a page shows of each of its items (a record without its lines); default:
+      the item.
   """
 
   def mark(f: Callable) -> Callable:
-    options = ToolOptions(mutates, name, tuple(produces), tuple(consumes), page, page_size)
+    options = ToolOptions(
+      mutates, name, tuple(produces), tuple(consumes), page, page_size, page_view
+    )
     setattr(f, _TOOL_ATTR, options)
     return f
 
@@ -205,7 +211,7 @@ def build_spec(method: Callable, owner: str) -> ToolSpec:
       raise TypeError(f"tool {owner}.{method.__name__}: page= adds limit and offset itself")
     fields["limit"] = (Limit, Field(opts.page_size, description="page size (1-100)."))
     fields["offset"] = (Offset, Field(0, description=f"index of the first {opts.page} to return."))
-    method = _paged(method)
+    method = _paged(method, opts.page_view)
   name = opts.name or method.__name__
   check_ports(f"tool {owner}.{name}", opts.produces + opts.consumes)
   config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -223,12 +229,12 @@ def build_spec(method: Callable, owner: str) -> ToolSpec:
   )
 
 
-def _paged(method: Callable) -> Callable:
-  """``method`` answering with one page of the items it returns."""
+def _paged(method: Callable, view: Callable[[Any], Any] | None = None) -> Callable:
+  """``method`` answering with one page of the items it returns (each shown through ``view``)."""
 
   @functools.wraps(method)
   def page(self: Any, limit: int, offset: int, **arguments: Any) -> dict[str, Any]:
-    return paginate(method(self, **arguments), limit, offset)
+    return paginate(method(self, **arguments), limit, offset, view)
 
   return page
 

@@ -260,6 +260,7 @@ class PurchasingService(Service):
   @tool(
     mutates=False,
     page="order",
+    page_view=lambda o: o.model_dump(exclude={"lines"}),
     produces=("purchase_order.id", "reference", "money", "date", "status", "person.email"),
   )
   def list_purchase_orders(
@@ -278,14 +279,13 @@ class PurchasingService(Service):
       requester: only orders requested by this email address.
     """
     self.state.vendors.check(vendor_id)
-    found = select(
+    return select(
       self.state.orders,
       eq={"status": status, "vendor_id": vendor_id, "requester": requester and requester.lower()},
       where=lambda o: sku is None or any(ln.id == sku for ln in o.lines),
       key=lambda o: (o.created_at, o.id),
       reverse=True,
     )
-    return [o.model_dump(exclude={"lines"}) for o in found]
 
   @tool(
     mutates=False,

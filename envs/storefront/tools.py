@@ -164,6 +164,7 @@ class StorefrontService(StorefrontData, Service):
   @tool(
     mutates=False,
     page="order",
+    page_view=lambda o: o.model_dump(exclude={"lines"}),
     produces=("order.id", "reference", "money", "status", "person.email"),
   )
   def list_orders(
@@ -186,7 +187,7 @@ class StorefrontService(StorefrontData, Service):
       raise InvalidArgument(
         f"until ({until.isoformat()}) must be after since ({since.isoformat()})"
       )
-    found = select(
+    return select(
       self.state.orders,
       eq={"status": status, "customer_id": customer_id},
       ge={"created_at": since},
@@ -194,7 +195,6 @@ class StorefrontService(StorefrontData, Service):
       key=lambda o: (o.created_at, o.id),
       reverse=True,
     )
-    return [o.model_dump(exclude={"lines"}) for o in found]
 
   @tool(
     mutates=False,

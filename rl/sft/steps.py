@@ -18,13 +18,8 @@ import optax
 from flax import nnx
 
 from models.copy_head import training_pointer
-from models.loss import (
-  at_positions,
-  copy_head_losses,
-  head_eval,
-  positions_to_score,
-  weighted_head_losses,
-)
+from models.layers import at_positions
+from models.loss import copy_head_losses, head_eval, positions_to_score, weighted_head_losses
 from rl.data.packing import BATCH_KEYS
 
 

@@ -464,14 +464,15 @@ def train(
       except StopIteration:
         break
       t0 = time.perf_counter()
-      k = positions
-      if k and distributed.all_processes(weighted_positions(host_batch, context_weight), max) > k:
-        k = 0
-      compiles = k not in steps
-      full_steps += k != positions
+      scored = positions
+      fullest = weighted_positions(host_batch, context_weight) if positions else 0
+      if positions and distributed.all_processes(fullest, max) > positions:
+        scored = 0
+      compiles = scored not in steps
+      full_steps += scored != positions
       if compiles:
-        steps[k] = jit_step(k)
-      state, metrics = steps[k](state, shard_batch(host_batch, mesh))
+        steps[scored] = jit_step(scored)
+      state, metrics = steps[scored](state, shard_batch(host_batch, mesh))
       metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
       seconds = time.perf_counter() - t0
       step += 1
