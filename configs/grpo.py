@@ -38,6 +38,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.data.min_length = (
     256  # shortest padded batch length (rl.grpo.batches.bucket_length: few shapes)
   )
+  # fewest loss-token positions per row the update runs the LM head at (K, a power of two above
+  # the longest row's count): with min_length, a floor that keeps the update's shapes fixed
+  c.data.min_loss_tokens = 32
 
   c.rollout = ml_collections.ConfigDict()  # rl.grpo.rollout.RolloutConfig
   c.rollout.num_rollouts = 8  # N per task (paper: 8)
@@ -79,6 +82,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.optim.num_minibatches = 1  # optimizer steps per rollout batch, on disjoint row subsets
   c.optim.aux_loss = True  # add the model's MoE load-balancing loss (router_aux_loss_coef)
   c.optim.head_chunk = 256  # loss tokens per row through the LM head at once; 0 = all at once
+  # Skip the update of a step in which no group has a reward spread: every advantage is 0, so
+  # without a KL or entropy term it would train only the MoE aux loss (DAPO drops such groups).
+  c.optim.skip_without_signal = False
 
   c.eval = ml_collections.ConfigDict()
   c.eval.every = 0  # steps between held-out evaluations (also before training and at the end)
@@ -100,7 +106,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.num_steps = 12
     c.data.tasks_per_step = 4
     c.data.num_eval_tasks = 16
-    c.data.min_length = 512
+    # Every batch padded to the rollouts' 2,048-token budget with the head at 1,024 loss positions
+    # (8 turns of 160 tokens rarely write more): one shape, compiled once. With the floors at 512
+    # and 32 the shapes changed from step to step, and each new one cost ~20 s of compilation.
+    c.data.min_length = 2048
+    c.data.min_loss_tokens = 1024
     c.rollout.num_rollouts = 8
     c.rollout.max_turns = 8
     c.rollout.max_new_tokens_per_turn = 160
@@ -116,6 +126,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     # with a reward spread 0.50 / 0.25 / 0.00 over 3 steps against 0 / 0 / 0 decoding freely
     c.rollout.constrained = True
     c.rollout.grounded = True
+    # Half the steps of the demo's policy hold no group with a spread: 25 s of update each.
+    c.optim.skip_without_signal = True
     c.eval.every = 0  # before training and at the end
     c.eval.num_tasks = 0
     c.checkpoint.every = 4

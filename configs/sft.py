@@ -31,6 +31,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # The chat format's system turn (rl.data.tokenizer.CHAT_SYSTEMS), saved beside the tokenizer:
   # "full" (system prompt and tool schemas, Qwen's template) or "brief" (one line).
   c.tokenizer.chat_system = "full"
+  # How tool replies are written (rl.data.tokenizer.CHAT_REPLIES): "as_sent" (the service's JSON)
+  # or "ids_last" (each object's id keys after its other keys, so the id follows the fields that
+  # pick the record out), saved beside the tokenizer as the system format is.
+  c.tokenizer.chat_replies = "as_sent"
 
   c.data = ml_collections.ConfigDict()
   c.data.trajectories = ""  # sft.jsonl (v = 1 trajectories); "" = generate (see `generate`)

@@ -46,7 +46,7 @@ from typing import Any, Literal
 import numpy as np
 
 from compoworld.compose.env import META_TOOLS
-from rl.data.tokenizer import CHAT_SYSTEMS, Tokenizer, require_tokens
+from rl.data.tokenizer import CHAT_REPLIES, CHAT_SYSTEMS, Tokenizer, require_tokens
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 TOOL_CALL, TOOL_CALL_END = "<tool_call>", "</tool_call>"
@@ -120,6 +120,29 @@ def assistant_body(message: dict[str, Any]) -> str:
   return "".join(parts)
 
 
+def _ids_last(value: Any) -> Any:
+  if isinstance(value, list):
+    return [_ids_last(v) for v in value]
+  if not isinstance(value, dict):
+    return value
+  order = sorted(value, key=lambda k: k == "id" or k.endswith("_id"))  # stable: ids last
+  return {k: _ids_last(value[k]) for k in order}
+
+
+def reply_text(content: Any, replies: str = "as_sent") -> str:
+  """A tool reply as the chat format writes it (rl.data.tokenizer.CHAT_REPLIES): as sent, or
+  with every object's ``id`` and ``*_id`` keys after its other keys (``"ids_last"``; the same
+  JSON value, written as the episode writes envelopes). Text that is not JSON stays as sent."""
+  text = _text(content)
+  if replies == "as_sent":
+    return text
+  try:
+    value = json.loads(text)
+  except ValueError:
+    return text
+  return json.dumps(_ids_last(value))
+
+
 def system_text(content: str | None, tools: Sequence[dict[str, Any]]) -> str:
   text = _text(content)
   if tools:
@@ -129,14 +152,18 @@ def system_text(content: str | None, tools: Sequence[dict[str, Any]]) -> str:
 
 
 def turn_segments(
-  turn: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], system: str = "full"
+  turn: Sequence[dict[str, Any]],
+  tools: Sequence[dict[str, Any]],
+  system: str = "full",
+  replies: str = "as_sent",
 ) -> Segments:
-  """The text of one turn, split where the loss mask changes; ``system`` is the system turn's
-  format (rl.data.tokenizer.CHAT_SYSTEMS)."""
+  """The text of one turn, split where the loss mask changes; ``system`` and ``replies`` are the
+  system turn's and the tool replies' formats (rl.data.tokenizer.CHAT_SYSTEMS, CHAT_REPLIES)."""
   role = turn[0].get("role")
   if role == "tool":
     responses = "".join(
-      f"\n{TOOL_RESPONSE}\n{_text(m.get('content'))}\n{TOOL_RESPONSE_END}" for m in turn
+      f"\n{TOOL_RESPONSE}\n{reply_text(m.get('content'), replies)}\n{TOOL_RESPONSE_END}"
+      for m in turn
     )
     return [(f"{IM_START}user{responses}{IM_END}\n", False)]
   if len(turn) != 1:
@@ -281,9 +308,10 @@ class ChatRenderer:
   """Turns conversations into token ids plus a loss mask, with ``tokenizer``'s ids.
 
   ``tools`` are the function schemas shown in the system turn (the four meta-tools). ``system``
-  is the system turn's format (rl.data.tokenizer.CHAT_SYSTEMS); None = the tokenizer's own
-  (``tokenizer.chat_system``, saved beside it), so a policy is always shown the format it was
-  trained on.
+  and ``replies`` are the system turn's and the tool replies' formats
+  (rl.data.tokenizer.CHAT_SYSTEMS, CHAT_REPLIES); None = the tokenizer's own
+  (``tokenizer.chat_system`` and ``chat_replies``, saved beside it), so a policy is always shown
+  the format it was trained on.
   """
 
   def __init__(
@@ -291,12 +319,16 @@ class ChatRenderer:
     tokenizer: Tokenizer,
     tools: Sequence[dict[str, Any]] = META_TOOLS,
     system: str | None = None,
+    replies: str | None = None,
   ):
     self.tokenizer = tokenizer
     self.tools = list(tools)
     self.system = system or getattr(tokenizer, "chat_system", "full")
     if self.system not in CHAT_SYSTEMS:
       raise ValueError(f"unknown chat system format {self.system!r}; valid: {CHAT_SYSTEMS}")
+    self.replies = replies or getattr(tokenizer, "chat_replies", "as_sent")
+    if self.replies not in CHAT_REPLIES:
+      raise ValueError(f"unknown chat reply format {self.replies!r}; valid: {CHAT_REPLIES}")
     require_tokens(tokenizer, SPECIAL_TOKENS)  # names every missing one
     self.special_ids: dict[str, int] = {t: tokenizer.token_to_id(t) for t in SPECIAL_TOKENS}
     self._special_by_id = {i: t for t, i in self.special_ids.items()}
@@ -335,7 +367,7 @@ class ChatRenderer:
     turn = [turn] if isinstance(turn, dict) else list(turn)
     ids: list[int] = []
     mask: list[int] = []
-    for text, trainable in turn_segments(turn, self.tools, self.system):
+    for text, trainable in turn_segments(turn, self.tools, self.system, self.replies):
       piece = self.encode_text(text)
       ids += piece
       mask += [int(trainable)] * len(piece)

@@ -35,6 +35,12 @@ CHAT_FILE = "chat.json"
 #: ``"brief"`` (one fixed line naming the four meta-tools: for a policy trained here, which
 #: learns the tools from its data, at a third fewer tokens on short trajectories).
 CHAT_SYSTEMS = ("full", "brief")
+#: How the chat renderer writes tool replies (rl.data.chat.reply_text): ``"as_sent"`` (the
+#: envelope's JSON as the service wrote it) or ``"ids_last"`` (the same JSON with every object's
+#: ``id`` and ``*_id`` keys moved after its other keys: a causal model reads a record's name,
+#: memo or email before the id it then copies, so the id that follows a matched field is that
+#: record's own).
+CHAT_REPLIES = ("as_sent", "ids_last")
 #: What `load_tokenizer` looks for, in order of preference.
 TOKENIZER_FILES = (HF_TOKENIZER_FILE, SENTENCEPIECE_FILE)
 #: A Hugging Face tokenizer's pad token when neither its config nor its ``tokenizer.json`` names
@@ -79,9 +85,12 @@ class SentencePieceTokenizer:
 
   #: The system-turn format of `CHAT_SYSTEMS` that renderers of this tokenizer use.
   chat_system = "full"
+  #: How renderers of this tokenizer write tool replies (`CHAT_REPLIES`).
+  chat_replies = "as_sent"
 
   def __reduce__(self):
-    return (SentencePieceTokenizer, (self._proto,), {"chat_system": self.chat_system})
+    state = {"chat_system": self.chat_system, "chat_replies": self.chat_replies}
+    return (SentencePieceTokenizer, (self._proto,), state)
 
   @classmethod
   def train(
@@ -228,9 +237,10 @@ class HFTokenizer:
     self._byte_level = '"ByteLevel"' in json.dumps(json.loads(self._json).get("decoder"))
 
   chat_system = "full"  # as SentencePieceTokenizer's
+  chat_replies = "as_sent"
 
   def __reduce__(self):
-    state = {"chat_system": self.chat_system}
+    state = {"chat_system": self.chat_system, "chat_replies": self.chat_replies}
     return (HFTokenizer, (self._json, self._config, self._pad_token), state)
 
   @classmethod
@@ -353,11 +363,23 @@ def set_chat_system(tokenizer: Tokenizer, system: str) -> Tokenizer:
   return tokenizer
 
 
+def set_chat_replies(tokenizer: Tokenizer, replies: str) -> Tokenizer:
+  """Sets how renderers of ``tokenizer`` write tool replies (`CHAT_REPLIES`); returns it."""
+  if replies not in CHAT_REPLIES:
+    raise ValueError(f"unknown chat reply format {replies!r}; valid: {', '.join(CHAT_REPLIES)}")
+  tokenizer.chat_replies = replies
+  return tokenizer
+
+
 def _save_chat(tokenizer: Tokenizer, directory: Path) -> None:
-  system = getattr(tokenizer, "chat_system", "full")
+  chat = {
+    "system": getattr(tokenizer, "chat_system", "full"),
+    "replies": getattr(tokenizer, "chat_replies", "as_sent"),
+  }
+  chat = {k: v for k, v in chat.items() if v != {"system": "full", "replies": "as_sent"}[k]}
   path = directory / CHAT_FILE
-  if system != "full":
-    path.write_text(json.dumps({"system": system}) + "\n", encoding="utf-8")
+  if chat:
+    path.write_text(json.dumps(chat) + "\n", encoding="utf-8")
   elif path.is_file():  # a directory saved over keeps no stale format
     path.unlink()
 
@@ -365,7 +387,9 @@ def _save_chat(tokenizer: Tokenizer, directory: Path) -> None:
 def _load_chat(tokenizer: Tokenizer, directory: Path) -> Tokenizer:
   path = directory / CHAT_FILE
   if path.is_file():
-    set_chat_system(tokenizer, json.loads(path.read_text(encoding="utf-8")).get("system", "full"))
+    chat = json.loads(path.read_text(encoding="utf-8"))
+    set_chat_system(tokenizer, chat.get("system", "full"))
+    set_chat_replies(tokenizer, chat.get("replies", "as_sent"))
   return tokenizer
 
 

@@ -54,13 +54,16 @@ def assemble_batch(
   *,
   min_length: int = 128,
   coupling: str = "independent",
+  min_loss_tokens: int = 32,
 ) -> dict[str, np.ndarray]:
   """The padded training arrays of G * N rollouts (``rl.grpo.rollout.Rollout`` fields).
 
   Returns the ``ROW_KEYS`` arrays [B, L] (B = G * N, row g * N + i; L = ``bucket_length``),
   ``loss_index`` [B, K] (each row's loss-token positions, then 0s), ``passed`` [G, N, M] (b_ij
   under ``coupling``: ``rollout_passed``) and ``criteria_mask`` [G, M]. Padding has segment id 0,
-  loss mask 0 and log-probability 0.
+  loss mask 0 and log-probability 0. ``min_length`` and ``min_loss_tokens`` are floors on L and
+  K: a step whose shapes are new compiles the update again, so floors at the largest L and K a
+  run meets keep it to one compilation.
   """
   check_coupling(coupling)
   b = num_groups * num_rollouts
@@ -97,7 +100,7 @@ def assemble_batch(
   # Positions of each row's loss tokens, padded with 0 to a width K (a power of two: few shapes
   # with L) where the step runs the LM head (agent turns are a small share of the tokens).
   counts = out["loss_mask"].sum(-1)
-  k = min(max(32, 1 << max(int(counts.max()) - 1, 0).bit_length()), length)
+  k = min(max(min_loss_tokens, 1 << max(int(counts.max()) - 1, 0).bit_length()), length)
   out["loss_index"] = np.zeros((b, k), np.int32)
   for row in range(b):
     out["loss_index"][row, : counts[row]] = np.flatnonzero(out["loss_mask"][row])

@@ -240,12 +240,25 @@ def gather_rollouts(rollouts: list[Any], first_group: int) -> list[Any]:
   return [r for part in distributed.gather_objects(rollouts) for r in part]
 
 
+#: The update metrics of a step whose update was skipped (``optim.skip_without_signal``): every
+#: advantage is 0, so the loss is 0 and nothing is clipped; the ratio, entropy, gradient norm
+#: and aux loss were not computed and are left out.
+SKIPPED_UPDATE = {"loss": 0.0, "pg_loss": 0.0, "first_loss": 0.0, "clip_frac_low": 0.0,
+                  "clip_frac_high": 0.0}  # fmt: skip
+
+
 def _progress(step: int, total: int, m: Mapping[str, float]) -> str:
+  if m.get("update_skipped"):
+    update = "update skipped (no spread)"
+  else:
+    update = (
+      f"clip {m['clip_frac_low']:.3f}/{m['clip_frac_high']:.3f} ratio [{m['ratio_min']:.3f}, "
+      f"{m['ratio_max']:.3f}] ent {m['entropy']:.3f}"
+    )
   line = (
     f"step {step}/{total} reward {m['mean_reward']:.3f} pass {m['pass_rate']:.3f} "
-    f"crit {m['criterion_pass_rate']:.3f} loss {m['loss']:+.4f} clip {m['clip_frac_low']:.3f}/"
-    f"{m['clip_frac_high']:.3f} ratio [{m['ratio_min']:.3f}, {m['ratio_max']:.3f}] "
-    f"ent {m['entropy']:.3f} signal {m['groups_with_signal']:.2f} "
+    f"crit {m['criterion_pass_rate']:.3f} loss {m['loss']:+.4f} {update} "
+    f"signal {m['groups_with_signal']:.2f} "
     f"(update {m['update_groups_with_signal']:.2f}) len "
     f"{m['response_length']:.0f} toolerr {m['tool_error_rate']:.2f} "
     f"sample {m['sample_seconds']:.1f}s update {m['update_seconds']:.1f}s"
@@ -271,6 +284,16 @@ def train(
   engine_factory = engine_factory or _default_engine
   g, n = config.data.tasks_per_step, config.rollout.num_rollouts
   oversample = config.data.get("oversample", 1)
+  # A step whose groups all lack a reward spread trains nothing when the loss has no KL or
+  # entropy term: optim.skip_without_signal skips its update (and its cost).
+  skip_without_signal = bool(config.optim.get("skip_without_signal", False)) and not (
+    config.loss.kl_coef or config.loss.entropy_coef
+  )
+  # Floors on the update batch's length and loss-token width (assemble_batch): fixed shapes.
+  floors = {
+    "min_length": config.data.min_length,
+    "min_loss_tokens": config.data.get("min_loss_tokens", 32),
+  }
   if g < 1 or n < 2 or oversample < 1:
     raise ValueError(
       f"need tasks_per_step >= 1, num_rollouts >= 2 and oversample >= 1; got {g}, {n}, {oversample}"
@@ -353,6 +376,7 @@ def train(
     primary = distributed.is_primary()
     bar = tqdm(total=total, initial=start, desc="grpo", mininterval=1.0, disable=not primary)
     step = start
+    shapes: set = set()
     while step < total:
       if config.stop_after and step - start >= config.stop_after:
         break  # a simulated preemption: nothing is saved
@@ -370,9 +394,7 @@ def train(
       )
       rollouts = gather_rollouts(rollouts, first)
       t1 = time.perf_counter()
-      batch = assemble_batch(
-        rollouts, sampled, n, min_length=config.data.min_length, coupling=coupling
-      )
+      batch = assemble_batch(rollouts, sampled, n, coupling=coupling, **floors)
       rewards, advantages = rewards_and_advantages(batch, reward_fn, config.reward.delta)
       generated = sum(r.generated_tokens for r in rollouts)
       sampled_metrics = {
@@ -382,10 +404,18 @@ def train(
       }
       if oversample > 1:  # the g groups that train: those with a reward spread first
         rollouts = regroup(rollouts, keep_groups(rewards, g), n)
-        batch = assemble_batch(rollouts, g, n, min_length=config.data.min_length, coupling=coupling)
+        batch = assemble_batch(rollouts, g, n, coupling=coupling, **floors)
         rewards, advantages = rewards_and_advantages(batch, reward_fn, config.reward.delta)
-      state, metrics = grpo_step(state, shard_batch(batch, advantages.reshape(-1), mesh))
-      metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+      shape = (batch["tokens"].shape, batch["loss_index"].shape)
+      skipped = skip_without_signal and not np.any(np.abs(advantages) >= 1e-6)
+      new_shape = not skipped and shape not in shapes
+      if skipped:  # every advantage 0: the policy gradient is 0, and nothing else is trained
+        metrics = dict(SKIPPED_UPDATE)
+      else:
+        shapes.add(shape)
+        state, metrics = grpo_step(state, shard_batch(batch, advantages.reshape(-1), mesh))
+        metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+      metrics["update_skipped"] = float(skipped)
       t2 = time.perf_counter()
       step += 1
       # Outcomes are the sampled rollouts' (all of them); the update's own groups are reported
@@ -398,9 +428,13 @@ def train(
         update_seconds=t2 - t1,
         tokens_per_s=generated / (t2 - t0),
         sample_tokens_per_s=generated / (t1 - t0),
-        train_tokens_per_s=float(batch["segment_ids"].sum()) / (t2 - t1),
+        train_tokens_per_s=0.0 if skipped else float(batch["segment_ids"].sum()) / (t2 - t1),
         sampled_groups=float(sampled),
         batch_length=float(batch["tokens"].shape[1]),
+        loss_positions=float(batch["loss_index"].shape[1]),
+        # 1 when this step's batch shape was new to this process: its update_seconds include
+        # compiling the step
+        new_shape=float(new_shape),
       )
       history.append({"step": step, **metrics})
       if step % config.log_every == 0:

@@ -20,6 +20,7 @@ from rl.data.tokenizer import (
   has_tokenizer,
   load_tokenizer,
   require_tokens,
+  set_chat_replies,
   set_chat_system,
 )
 
@@ -101,12 +102,15 @@ def get_tokenizer(
     source = Path(config.model.init_from)
   else:
     source = None
-  # The chat format's system turn: a tokenizer trained here takes the config's; a loaded one
-  # keeps its own unless the config asks for a format other than the default.
+  # The chat format's system turn and tool replies: a tokenizer trained here takes the config's;
+  # a loaded one keeps its own unless the config asks for a format other than the default.
   system = config.tokenizer.get("chat_system", "full")
+  replies = config.tokenizer.get("chat_replies", "as_sent")
   if source is not None:
     tokenizer = load_tokenizer(source)
     require_tokens(tokenizer, SPECIAL_TOKENS, source)
+    if replies != "as_sent":
+      set_chat_replies(tokenizer, replies)
     return set_chat_system(tokenizer, system) if system != "full" else tokenizer
   from rl.data.corpus import conversation_texts, library_texts
 
@@ -115,7 +119,7 @@ def get_tokenizer(
     texts.update(dict.fromkeys(conversation_texts(record["messages"])))
   texts.update(dict.fromkeys(library_texts()))
   tokenizer = SentencePieceTokenizer.train(list(texts), config.tokenizer.vocab_size, SPECIAL_TOKENS)
-  return set_chat_system(tokenizer, system)
+  return set_chat_replies(set_chat_system(tokenizer, system), replies)
 
 
 def data_shards(config: ml_collections.ConfigDict) -> tuple[int, list[int]]:

@@ -264,3 +264,77 @@ def test_brief_system_turn_is_one_line_and_travels_with_the_tokenizer(
     set_chat_system(loaded, "short")
   with pytest.raises(ValueError, match="unknown chat system"):
     ChatRenderer(tokenizer, system="short")
+
+
+def test_reply_text_moves_id_keys_last_and_keeps_the_value():
+  from rl.data.chat import reply_text
+
+  envelope = {
+    "ok": True,
+    "status": 200,
+    "data": {
+      "items": [
+        {"id": "sec_1", "name": "Hardware & devices", "customer_id": "cus_9", "position": 4},
+        {"id": "sec_2", "name": "Shipping", "lines": [{"id": "L1", "sku": "SUP-1"}]},
+      ],
+      "next_offset": None,
+    },
+  }
+  sent = json.dumps(envelope)
+  assert reply_text(sent) == sent  # "as_sent": verbatim
+  moved = reply_text(sent, "ids_last")
+  assert moved == (
+    '{"ok": true, "status": 200, "data": {"items": ['
+    '{"name": "Hardware & devices", "position": 4, "id": "sec_1", "customer_id": "cus_9"}, '
+    '{"name": "Shipping", "lines": [{"sku": "SUP-1", "id": "L1"}], "id": "sec_2"}], '
+    '"next_offset": null}}'
+  )
+  assert json.loads(moved) == envelope  # the same JSON value, only the key order differs
+  assert reply_text("Error: not JSON", "ids_last") == "Error: not JSON"
+  assert reply_text([1, {"id": 2, "a": 3}], "ids_last") == '[1, {"a": 3, "id": 2}]'
+
+
+def test_ids_last_replies_render_every_tool_turn_and_travel_with_the_tokenizer(
+  tokenizer, oracle_messages, tmp_path
+):
+  import pickle
+
+  from rl.data.chat import reply_text
+  from rl.data.tokenizer import CHAT_FILE, load_tokenizer, set_chat_replies, set_chat_system
+
+  messages = oracle_messages[0]
+  plain = ChatRenderer(tokenizer).render(messages)
+  renderer = ChatRenderer(tokenizer, replies="ids_last")
+  rendered = renderer.render(messages)
+  text = renderer.decode(rendered.ids)
+  tool_contents = [m["content"] for m in messages if m["role"] == "tool"]
+  assert tool_contents
+  for content in tool_contents:
+    assert reply_text(content, "ids_last") in text
+  # Only the tool turns change: the assistant tokens and their mask are the same.
+  assert int(rendered.loss_mask.sum()) == int(plain.loss_mask.sum())
+  assert renderer.decode(rendered.ids[rendered.loss_mask == 1]) == ChatRenderer(tokenizer).decode(
+    plain.ids[plain.loss_mask == 1]
+  )
+  # Turn by turn, as a rollout appends them, gives the same ids.
+  conv = renderer.conversation()
+  for turn in group_turns(messages):
+    conv.append(turn)
+  np.testing.assert_array_equal(conv.rendered().ids, rendered.ids)
+  # Saved, loaded and pickled with the tokenizer, beside the system format.
+  fresh = pickle.loads(pickle.dumps(tokenizer))
+  assert fresh.chat_replies == "as_sent"
+  set_chat_replies(set_chat_system(fresh, "brief"), "ids_last").save(tmp_path)
+  assert json.loads((tmp_path / CHAT_FILE).read_text()) == {
+    "system": "brief",
+    "replies": "ids_last",
+  }
+  loaded = load_tokenizer(tmp_path)
+  assert ChatRenderer(loaded).replies == "ids_last" and ChatRenderer(loaded).system == "brief"
+  assert pickle.loads(pickle.dumps(loaded)).chat_replies == "ids_last"
+  set_chat_system(set_chat_replies(loaded, "as_sent"), "full").save(tmp_path)
+  assert not (tmp_path / CHAT_FILE).exists()
+  with pytest.raises(ValueError, match="valid: as_sent, ids_last"):
+    set_chat_replies(loaded, "sorted")
+  with pytest.raises(ValueError, match="unknown chat reply format"):
+    ChatRenderer(tokenizer, replies="sorted")

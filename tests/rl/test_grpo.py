@@ -6,6 +6,7 @@ import functools
 import json
 import textwrap
 from types import SimpleNamespace
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -141,6 +142,26 @@ def test_groups_with_signal():
   assert grpo.groups_with_signal([[0.0, 1e-3]]) == 1.0
   with pytest.raises(ValueError, match="G, N"):
     grpo.groups_with_signal(np.ones(3))
+
+
+def test_assemble_batch_floors_fix_the_shapes():
+  """min_length and min_loss_tokens are floors on L and K: batches of shorter rollouts keep the
+  floors' shape (one compilation of the update), with the same rows."""
+  rollouts = random_rollouts(0, 2, 2, 50)
+  plain = grpo.assemble_batch(rollouts, 2, 2, min_length=8)
+  floored = grpo.assemble_batch(rollouts, 2, 2, min_length=128, min_loss_tokens=64)
+  assert plain["tokens"].shape[1] < 128 and plain["loss_index"].shape[1] == 32
+  assert floored["tokens"].shape == (4, 128) and floored["loss_index"].shape == (4, 64)
+  n = plain["tokens"].shape[1]
+  for key in ("tokens", "targets", "loss_mask", "old_logp", "segment_ids"):
+    np.testing.assert_array_equal(floored[key][:, :n], plain[key], err_msg=key)
+    assert not floored[key][:, n:].any(), key
+  np.testing.assert_array_equal(floored["loss_index"][:, :32], plain["loss_index"])
+  assert not floored["loss_index"][:, 32:].any()
+  # K stays within the row: a floor past L gives K = L
+  assert grpo.assemble_batch(rollouts, 2, 2, min_length=64, min_loss_tokens=256)[
+    "loss_index"
+  ].shape == (4, 64)
 
 
 def test_bucket_lengths():
@@ -493,6 +514,17 @@ def test_first_minibatch_ratio_is_one(tmp_path, init_policy, tasks):
   assert summary["mean_groups_with_signal"] == final["groups_with_signal"]
 
 
+def test_steps_report_their_batch_shape(tmp_path, init_policy, tasks):
+  """Each step logs its loss-token width and whether its batch shape was new (compiled)."""
+  config = run_config(init_policy, num_steps=2, **{"eval.every": 0, "data.min_loss_tokens": 64})
+  grpo.train(config, tmp_path, engine_factory=ScriptedEngine, tasks=tasks)
+  rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  steps = [r for r in rows if "new_shape" in r]
+  assert [r["new_shape"] for r in steps] == [1.0, 0.0]
+  assert [r["loss_positions"] for r in steps] == [64.0, 64.0]
+  assert [r["batch_length"] for r in steps] == [64.0, 64.0]
+
+
 def test_keep_groups_prefers_a_reward_spread_in_sampled_order():
   rewards = np.array([[0, 0], [1, 0], [0.5, 0.5], [0, 1], [1, 1]])
   assert grpo.keep_groups(rewards, 2) == [1, 3]
@@ -553,6 +585,48 @@ def test_oversampling_trains_on_the_groups_that_carry_a_signal(tmp_path, init_po
   assert summary["update_groups_with_signal"] == [1.0, 1.0]
   played = [ids for engine in engines for ids, _ in engine.calls]
   assert all(len(ids) == 4 for ids in played)
+
+
+class FirstStepFlatEngine(HalfSpreadEngine):
+  """HalfSpreadEngine, but on its first call every rollout fails (no group has a spread); it
+  keeps a checksum of the parameters it is given to sample with."""
+
+  checksums: ClassVar[list] = []
+
+  def run(self, tasks, *, seed, state=None):
+    leaves = jax.tree.leaves(state)
+    self.checksums.append(float(sum(np.abs(np.asarray(x, np.float64)).sum() for x in leaves)))
+    rollouts = super().run(tasks, seed=seed, state=state)
+    if len(self.calls) == 1:
+      for r in rollouts:
+        r.passed = np.zeros(len(r.passed), bool)
+    return rollouts
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_a_step_without_a_spread_skips_its_update(tmp_path, init_policy, tasks, skip):
+  config = run_config(
+    init_policy,
+    num_steps=3,
+    **{"eval.every": 0, "reward.name": "binary", "optim.skip_without_signal": skip},
+  )
+  FirstStepFlatEngine.checksums = []
+  summary = grpo.train(config, tmp_path, engine_factory=FirstStepFlatEngine, tasks=tasks)
+  assert summary["groups_with_signal"] == [0.0, 0.5, 0.5]
+  rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  steps = [r for r in rows if "update_skipped" in r]
+  assert [r["update_skipped"] for r in steps] == [float(skip), 0.0, 0.0]
+  sums = FirstStepFlatEngine.checksums
+  if skip:
+    # the first step left the policy as it was; its logged loss is the zero-advantage loss,
+    # and the steps that trained compiled the update once
+    assert sums[1] == sums[0] and sums[2] != sums[1]
+    assert steps[0]["loss"] == 0.0 and "entropy" not in steps[0]
+    assert steps[0]["train_tokens_per_s"] == 0.0 < steps[1]["train_tokens_per_s"]
+    assert [r["new_shape"] for r in steps] == [0.0, 1.0, 0.0]
+  else:  # the MoE aux loss alone still moves the parameters
+    assert sums[1] != sums[0]
+    assert "entropy" in steps[0] and steps[0]["loss"] == pytest.approx(0.0, abs=1e-6)
 
 
 def test_bad_coupling_is_rejected_before_anything_runs(tmp_path):
