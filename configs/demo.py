@@ -49,7 +49,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   g = c.sft.generate
   c.tasks = ml_collections.ConfigDict()
   # Task indices generated (every index yields a K = 1 task): 5,940 training tasks, one epoch of
-  # their oracle trajectories (~11.5 a step of 8 x 2,048 tokens) is ~515 SFT steps.
+  # their oracle trajectories (~5.8 a step of 4 x 2,048 tokens) is ~1,030 SFT steps.
   c.tasks.num_tasks = 6000
   c.tasks.num_services = g.num_services  # K
   c.tasks.min_walk = g.min_walk  # walk length L bounds

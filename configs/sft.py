@@ -161,7 +161,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.tokenizer.vocab_size = 4096
     c.tokenizer.chat_system = "brief"
     c.data.seq_len = 2048
-    c.data.batch_size = 8
+    # Batch 4: 0.65 s a step against 1.36 s for batch 8, the same time a row. At equal rows
+    # (1,000 steps against 500, 7,000 tasks) held-out loss 0.066 against 0.087, turn match 0.486
+    # against 0.467, the same pass rates (README, "Batch 4 instead of 8").
+    c.data.batch_size = 4
     c.data.num_epochs = 1
     c.data.eval_fraction = 0.05
     # Rows hold at most ~670 loss tokens of 2,048: the heads at 768 positions a row, the same
@@ -179,8 +182,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.optim.lr = 3e-3
     c.optim.warmup_steps = 20
     c.log_every = 10
-    c.eval_every = 100
-    c.checkpoint.every = 100
+    c.eval_every = 200
+    c.checkpoint.every = 200
   elif variant == "tiny":
     c.model.name = "tiny"
     # One DeltaNet and one attention layer, "sort" experts: the fastest of the hybrid on 2 CPU
