@@ -107,8 +107,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.data.tasks_per_step = 4
     c.data.num_eval_tasks = 16
     # Every batch padded to the rollouts' 2,048-token budget with the head at 1,024 loss positions
-    # (8 turns of 160 tokens rarely write more): one shape, compiled once. With the floors at 512
-    # and 32 the shapes changed from step to step, and each new one cost ~20 s of compilation.
+    # (no row of the demo's 4 steps wrote more): one shape, compiled once. With the floors at 512
+    # and 32 the shapes could change from step to step, and compiling a new one took 8-27 s.
     c.data.min_length = 2048
     c.data.min_loss_tokens = 1024
     c.rollout.num_rollouts = 8
@@ -126,7 +126,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     # with a reward spread 0.50 / 0.25 / 0.00 over 3 steps against 0 / 0 / 0 decoding freely
     c.rollout.constrained = True
     c.rollout.grounded = True
-    # Half the steps of the demo's policy hold no group with a spread: 25 s of update each.
+    # The batch-8 demo policy had no group with a spread at 2 of its 4 steps: 25 s of update each.
     c.optim.skip_without_signal = True
     c.eval.every = 0  # before training and at the end
     c.eval.num_tasks = 0

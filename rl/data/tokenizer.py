@@ -41,6 +41,8 @@ CHAT_SYSTEMS = ("full", "brief")
 #: memo or email before the id it then copies, so the id that follows a matched field is that
 #: record's own).
 CHAT_REPLIES = ("as_sent", "ids_last")
+#: The chat format a tokenizer has unless set otherwise; only what differs is saved in `CHAT_FILE`.
+CHAT_DEFAULTS = {"system": "full", "replies": "as_sent"}
 #: What `load_tokenizer` looks for, in order of preference.
 TOKENIZER_FILES = (HF_TOKENIZER_FILE, SENTENCEPIECE_FILE)
 #: A Hugging Face tokenizer's pad token when neither its config nor its ``tokenizer.json`` names
@@ -372,11 +374,8 @@ def set_chat_replies(tokenizer: Tokenizer, replies: str) -> Tokenizer:
 
 
 def _save_chat(tokenizer: Tokenizer, directory: Path) -> None:
-  chat = {
-    "system": getattr(tokenizer, "chat_system", "full"),
-    "replies": getattr(tokenizer, "chat_replies", "as_sent"),
-  }
-  chat = {k: v for k, v in chat.items() if v != {"system": "full", "replies": "as_sent"}[k]}
+  chat = {k: getattr(tokenizer, f"chat_{k}", default) for k, default in CHAT_DEFAULTS.items()}
+  chat = {k: v for k, v in chat.items() if v != CHAT_DEFAULTS[k]}
   path = directory / CHAT_FILE
   if chat:
     path.write_text(json.dumps(chat) + "\n", encoding="utf-8")
@@ -387,9 +386,8 @@ def _save_chat(tokenizer: Tokenizer, directory: Path) -> None:
 def _load_chat(tokenizer: Tokenizer, directory: Path) -> Tokenizer:
   path = directory / CHAT_FILE
   if path.is_file():
-    chat = json.loads(path.read_text(encoding="utf-8"))
-    set_chat_system(tokenizer, chat.get("system", "full"))
-    set_chat_replies(tokenizer, chat.get("replies", "as_sent"))
+    chat = {**CHAT_DEFAULTS, **json.loads(path.read_text(encoding="utf-8"))}
+    set_chat_replies(set_chat_system(tokenizer, chat["system"]), chat["replies"])
   return tokenizer
 
 

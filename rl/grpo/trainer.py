@@ -407,7 +407,8 @@ def train(
         batch = assemble_batch(rollouts, g, n, coupling=coupling, **floors)
         rewards, advantages = rewards_and_advantages(batch, reward_fn, config.reward.delta)
       shape = (batch["tokens"].shape, batch["loss_index"].shape)
-      skipped = skip_without_signal and not np.any(np.abs(advantages) >= 1e-6)
+      flat_groups = np.all(np.abs(advantages) < 1e-6, axis=-1)  # [G]: every advantage 0
+      skipped = skip_without_signal and bool(np.all(flat_groups))
       new_shape = not skipped and shape not in shapes
       if skipped:  # every advantage 0: the policy gradient is 0, and nothing else is trained
         metrics = dict(SKIPPED_UPDATE)
@@ -423,7 +424,7 @@ def train(
       metrics.update(sampled_metrics)
       metrics.update(
         update_groups_with_signal=groups_with_signal(rewards),
-        zero_advantage_groups=float(np.mean(np.all(np.abs(advantages) < 1e-6, axis=-1))),
+        zero_advantage_groups=float(np.mean(flat_groups)),
         sample_seconds=t1 - t0,
         update_seconds=t2 - t1,
         tokens_per_s=generated / (t2 - t0),

@@ -6,7 +6,6 @@ import functools
 import json
 import textwrap
 from types import SimpleNamespace
-from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -591,7 +590,9 @@ class FirstStepFlatEngine(HalfSpreadEngine):
   """HalfSpreadEngine, but on its first call every rollout fails (no group has a spread); it
   keeps a checksum of the parameters it is given to sample with."""
 
-  checksums: ClassVar[list] = []
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.checksums = []
 
   def run(self, tasks, *, seed, state=None):
     leaves = jax.tree.leaves(state)
@@ -610,13 +611,18 @@ def test_a_step_without_a_spread_skips_its_update(tmp_path, init_policy, tasks, 
     num_steps=3,
     **{"eval.every": 0, "reward.name": "binary", "optim.skip_without_signal": skip},
   )
-  FirstStepFlatEngine.checksums = []
-  summary = grpo.train(config, tmp_path, engine_factory=FirstStepFlatEngine, tasks=tasks)
+  engines = []
+
+  def factory(*args, **kwargs):
+    engines.append(FirstStepFlatEngine(*args, **kwargs))
+    return engines[-1]
+
+  summary = grpo.train(config, tmp_path, engine_factory=factory, tasks=tasks)
   assert summary["groups_with_signal"] == [0.0, 0.5, 0.5]
   rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   steps = [r for r in rows if "update_skipped" in r]
   assert [r["update_skipped"] for r in steps] == [float(skip), 0.0, 0.0]
-  sums = FirstStepFlatEngine.checksums
+  sums = engines[0].checksums  # the training engine (built first)
   if skip:
     # the first step left the policy as it was; its logged loss is the zero-advantage loss,
     # and the steps that trained compiled the update once
