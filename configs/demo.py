@@ -32,6 +32,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.variant = variant
   c.seed = 0  # tasks, split and policy sampling
+  # Keep compiled programs in WORKDIR/jax_cache (rl.compile_cache): each policy evaluated, and
+  # each decoding, loads the prefill and decode programs the first one compiled.
+  c.compilation_cache = variant != "test"
 
   c.library = ml_collections.ConfigDict()
   c.library.specs = ""  # an MCP spec corpus; "" = the hand-written services' own exported specs

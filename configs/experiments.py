@@ -36,7 +36,26 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.sft.data.seq_len = 4096
     c.sft.data.batch_size = 4
     c.eval.max_context = 4096
-  if name == "env_scaling":
+  if name == "env_scaling" and not test:
+    # The CPU regime's tasks and recipe (configs/demo.py:tiny): K = 1, L = 2, 2K rows, batch 4.
+    # With K = 1 the compositions are the services: a size-n arm trains on the tasks of n of
+    # them, every arm is scored on the same held-out instances of all of them
+    # (rl.pipeline.sft_experiments.service_scaling).
+    demo_tiny = demo.get_config("tiny")
+    c.tasks, c.trajectories, c.sft = demo_tiny.tasks, demo_tiny.trajectories, demo_tiny.sft
+    c.split.mode = "instances"
+    c.split.eval_fraction = 0.01  # 60 of 6,000 tasks held out
+    c.eval.max_context = c.sft.data.seq_len
+    c.eval.max_turns = 12  # the oracle needs ~4
+    c.eval.max_tasks = 60
+    c.eval.decoding = "constrained+grounded"  # rl.decoding.modes.DECODINGS
+    c.sizes = (3, 10, 30)  # services trained on (of 30 with K = 1 tasks)
+    # "steps": every arm `steps` optimizer steps (equal training length, the smaller arms
+    # repeating their tasks); "epochs": one epoch over each arm's tasks (~200 a service).
+    c.budget = "steps"
+    c.steps = 600
+    c.tokenizer_trajectories = 2000  # the shared tokenizer's training text
+  elif name == "env_scaling":
     # Each trajectory from a distinct composition: K = 3 gives ~155 distinct service sets in 200
     # tasks (K = 2 saturates near 80), enough for the largest size after the held-out split.
     c.sizes = (16, 32, 64, 128)  # trajectories trained on (paper: 100, 500, 1K, 3K)
@@ -45,6 +64,34 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.tasks.max_walk = 5
     c.tasks.num_tasks = 240
     c.split.eval_fraction = 0.1
+  elif name == "single_vs_composed" and not test:
+    # The CPU regime's recipe (configs/sft.py:cpu) at 4K rows (the composed trajectories run to
+    # ~2.3K tokens, twice the single ones), one epoch of the budget in each arm. Composed: K = 2
+    # tasks (walks of 3 calls over ~80 service pairs), every training task spread round-robin
+    # over the pairs, held out by pair. Single: K = 1 tasks (walks of 2 calls) of the services
+    # the composed arm trains on, held out by instance. Both arms are scored on both held-out
+    # sets, decoding under the typed grammar with grounded strings.
+    demo_tiny = demo.get_config("tiny")
+    c.trajectories, c.sft = demo_tiny.trajectories, demo_tiny.sft
+    c.sft.data.seq_len = 4096
+    c.sft.data.batch_size = 2  # the same 8K tokens a step as the regime's 4 x 2,048
+    c.sft.data.num_epochs = 1
+    c.tasks.num_services = 2
+    c.tasks.min_walk = c.tasks.max_walk = 2  # K = 2 walks come out 3 calls long
+    c.tasks.num_distractors = 0
+    c.tasks.num_tasks = 3000
+    c.split.eval_fraction = 0.1  # of the service pairs
+    c.one_per_composition = False
+    c.single_k = 1
+    c.held_out_single = True
+    c.single_tasks = 3000
+    c.single_eval_fraction = 0.03
+    c.budget = 2000  # trajectories per arm
+    c.tokenizer_trajectories = 2000
+    c.eval.max_context = 4096
+    c.eval.max_turns = 16  # the composed oracle needs ~8
+    c.eval.max_tasks = 60
+    c.eval.decoding = "constrained+grounded"
   elif name == "single_vs_composed":
     # The "single" arm trains on single-service tasks (K = 1 walks: every step in one service,
     # with that service as its own revisit bridge where it can be; compoworld/tasks/walks.py), the

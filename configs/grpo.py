@@ -85,6 +85,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Skip the update of a step in which no group has a reward spread: every advantage is 0, so
   # without a KL or entropy term it would train only the MoE aux loss (DAPO drops such groups).
   c.optim.skip_without_signal = False
+  # Run the update on the groups with a reward spread alone (filled with zero-advantage groups
+  # to a power of two; rl.grpo.batches.signal_rows), their advantages scaled so the policy-
+  # gradient term is the whole batch's. Without a KL or entropy term and with one minibatch
+  # only; the MoE aux loss then sees the kept rows alone.
+  c.optim.signal_groups_only = False
 
   c.eval = ml_collections.ConfigDict()
   c.eval.every = 0  # steps between held-out evaluations (also before training and at the end)
@@ -128,6 +133,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.rollout.grounded = True
     # The batch-8 demo policy had no group with a spread at 2 of its 4 steps: 25 s of update each.
     c.optim.skip_without_signal = True
+    c.optim.signal_groups_only = True
     c.eval.every = 0  # before training and at the end
     c.eval.num_tasks = 0
     c.checkpoint.every = 4

@@ -2,12 +2,14 @@
 and ``summary.json`` written and printed at the end."""
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from absl import flags
 from ml_collections import config_flags
 
 from experiments.common import run_main, write_summary
+from rl.compile_cache import use_compilation_cache
 
 
 def run_experiment(experiment: Callable[..., dict[str, Any]], name: str) -> None:
@@ -20,6 +22,8 @@ def run_experiment(experiment: Callable[..., dict[str, Any]], name: str) -> None
 
   def main(argv):
     del argv
+    # Every arm and seed jits the same train step and policy programs.
+    use_compilation_cache(Path(workdir.value) / "jax_cache")
     summary = experiment(config.value, [int(s) for s in seeds.value], workdir.value)
     write_summary(workdir.value, summary)
 

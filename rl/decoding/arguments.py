@@ -32,6 +32,7 @@ in the instruction or the last reply. Both levers act on exactly those tokens.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -186,18 +187,61 @@ def _text(b: bytes | bytearray) -> str:
     return bytes(b).decode("utf-8", "replace")
 
 
-@functools.lru_cache(maxsize=4)
-def _token_kinds(vocab: Vocabulary):
+@dataclasses.dataclass(frozen=True)
+class _TokenKinds:
   """Per vocabulary, once: each id's bytes (None for specials), the ids that can open, close,
   end or continue something (a quote, brace or comma: walked on a copy of the scanner), the
-  plain ones, and the specials."""
+  plain ones, and the specials. For finding tokens by what they write rather than one by one:
+  the plain ids by their bytes where those are ASCII without a backslash (`simple`: such bytes
+  read as themselves inside a JSON string), the other plain ids (`odd`), and the non-special ids
+  by their first byte."""
+
+  token_bytes: list[bytes | None]
+  structural: list[int]
+  plain: list[int]
+  specials: list[int]
+  simple: dict[bytes, list[int]]
+  simple_ids: np.ndarray
+  odd: list[int]
+  plain_by_first: dict[int, list[int]]
+  structural_by_first: dict[int, list[int]]
+
+
+def _by_first(ids: Sequence[int], token_bytes: Sequence[bytes | None]) -> dict[int, list[int]]:
+  out: dict[int, list[int]] = {}
+  for i in ids:
+    out.setdefault(token_bytes[i][0], []).append(i)
+  return out
+
+
+@functools.lru_cache(maxsize=4)
+def _token_kinds(vocab: Vocabulary) -> _TokenKinds:
   token_bytes = [bytes(s) if s and s[0] < SPECIAL_BASE else None for s in vocab.symbols]
   structural, plain = [], []
   for i, b in enumerate(token_bytes):
     if b:
       (structural if any(c in b for c in b'"},') else plain).append(i)
   specials = [i for i, b in enumerate(token_bytes) if b is None and vocab.symbols[i]]
-  return token_bytes, structural, plain, specials
+  simple: dict[bytes, list[int]] = {}
+  odd = []
+  for i in plain:
+    b = token_bytes[i]
+    if b.isascii() and _BACKSLASH not in b:
+      simple.setdefault(b, []).append(i)
+    else:
+      odd.append(i)
+  simple_ids = np.asarray(sorted(i for ids in simple.values() for i in ids), np.int64)
+  return _TokenKinds(
+    token_bytes,
+    structural,
+    plain,
+    specials,
+    simple,
+    simple_ids,
+    odd,
+    _by_first(plain, token_bytes),
+    _by_first(structural, token_bytes),
+  )
 
 
 class ArgumentConstraint:
@@ -221,7 +265,9 @@ class ArgumentConstraint:
     self.vocab, self.context, self.inner = vocab, bytes(context), inner
     self.ground, self.schemas = ground, schemas or {}
     self.scanner = JsonScanner()
-    self._bytes, self._structural, self._plain, self._specials = _token_kinds(vocab)
+    self._kinds = kinds = _token_kinds(vocab)
+    self._bytes, self._structural, self._plain = kinds.token_bytes, kinds.structural, kinds.plain
+    self._specials = kinds.specials
     # Of the plain tokens, those in the context: the only ones that can extend a copy.
     self._in_context = [i for i in self._plain if self._bytes[i] in self.context]
     self._numbers: tuple[frozenset[bytes], frozenset[bytes]] | None = None  # (whole, prefixes)
@@ -345,15 +391,8 @@ class ArgumentConstraint:
     token may close one string and open the next (``"],["x``)."""
     s = self.scanner.copy()
     for byte in b:
-      if byte != 0x20 and (first := self._value_start(s)) is not None and byte not in first:
+      if self._rejects(s, byte):
         return False
-      if (s.scalar or s.awaiting) and self._grounds_number(s):
-        whole, prefixes = self.numbers()
-        if byte in _NUMBER:
-          if bytes(s.scalar) + bytes([byte]) not in prefixes:
-            return False
-        elif s.scalar and bytes(s.scalar) not in whole:
-          return False  # the number would end here, short of one the conversation writes
       if s.in_string and byte == _QUOTE and not s.escape:
         rule = self._rule(s)
         if rule is not None and not self._fits(rule, bytes(s.value), closed=True):
@@ -372,6 +411,56 @@ class ArgumentConstraint:
     rule = self._rule(s)
     return rule is None or not s.value or self._fits(rule, bytes(s.value), closed=False)
 
+  def _rejects(self, s: JsonScanner, byte: int) -> bool:
+    """Whether writing ``byte`` next, in ``s``, breaks the typed start of a value or a grounded
+    number (one the conversation writes)."""
+    if byte != 0x20 and (first := self._value_start(s)) is not None and byte not in first:
+      return True
+    if (s.scalar or s.awaiting) and self._grounds_number(s):
+      whole, prefixes = self.numbers()
+      if byte in _NUMBER:
+        return bytes(s.scalar) + bytes([byte]) not in prefixes
+      return bool(s.scalar) and bytes(s.scalar) not in whole  # a number would end short
+    return False
+
+  def _walk(self, mask: np.ndarray, by_first: dict[int, list[int]]) -> None:
+    """``_keeps`` of each token of ``by_first`` into ``mask``; those whose first byte
+    `_rejects` here are False without a walk."""
+    for byte, ids in by_first.items():
+      if self._rejects(self.scanner, byte):
+        mask[ids] = False
+        continue
+      for i in ids:
+        mask[i] = self._keeps(self._bytes[i])
+
+  def _name_tokens(self, mask: np.ndarray, rule, value: bytes) -> None:
+    """What ``_fits`` says of each plain token after ``value`` for a key, an enum or an
+    avoided name (an open string, so a token fits when it writes the start of a name): found
+    from the names' own continuations, and one by one only for the tokens (or a value) that
+    are not plain ASCII."""
+    kind, names = rule
+    kinds, odd = self._kinds, self._kinds.odd
+    if value.isascii() and _BACKSLASH not in value:
+      written = value.decode("ascii")
+      starts = []  # tokens that write the start of a name's rest
+      for name in names:
+        if not name.startswith(written):
+          continue
+        rest = name[len(written) :]
+        for k in range(1, len(rest) + 1):
+          if not rest[k - 1].isascii() or rest[k - 1] == "\\":
+            break
+          starts += kinds.simple.get(rest[:k].encode(), ())
+      if kind == "avoid":
+        mask[kinds.simple_ids] = True
+        mask[starts] = False
+      else:
+        mask[starts] = True
+    else:
+      odd = self._plain
+    for i in odd:
+      mask[i] = self._fits(rule, value + self._bytes[i], closed=False)
+
   def _mask(self) -> np.ndarray:
     """bool [vocab]: the tokens that keep what is passed on valid."""
     if not self.scanner.in_call:
@@ -381,8 +470,7 @@ class ArgumentConstraint:
     # A value's first byte (typed) and a grounded number's next: each token walked through.
     number = bool(self.scanner.scalar) and self._grounds_number(self.scanner)
     if number or self._value_start(self.scanner) is not None:
-      for i in self._plain:
-        mask[i] = self._keeps(self._bytes[i])
+      self._walk(mask, self._kinds.plain_by_first)
     elif rule is None:
       mask[self._plain] = True  # without a quote, brace or comma a token changes nothing here
       mask[self._specials] = True
@@ -392,10 +480,8 @@ class ArgumentConstraint:
         text = value + self._bytes[i]
         mask[i] = text in self.context and self._occurs(text, closed=False)
     else:
-      for i in self._plain:
-        mask[i] = self._fits(rule, bytes(self.scanner.value) + self._bytes[i], closed=False)
-    for i in self._structural:
-      mask[i] = self._keeps(self._bytes[i])
+      self._name_tokens(mask, rule, bytes(self.scanner.value))
+    self._walk(mask, self._kinds.structural_by_first)
     return mask
 
   def allowed(self, budget: int | None = None) -> np.ndarray:

@@ -140,6 +140,42 @@ def rewards_and_advantages(
   return np.asarray(rewards), np.asarray(group_advantages(rewards, delta))
 
 
+def signal_rows(
+  batch: Mapping[str, np.ndarray],
+  advantages: np.ndarray,
+  aggregation: str,
+  *,
+  multiple: int = 1,
+  tol: float = 1e-6,
+) -> tuple[np.ndarray, np.ndarray] | None:
+  """The rows an update needs, and their advantages, when some groups have every advantage 0.
+
+  Such a group's rows add nothing to the policy-gradient term, so the update can run on the
+  groups with a spread alone: those, then as few zero-advantage ones as fill a power of two of
+  groups (few batch shapes, each compiled once). The advantages are scaled so that the loss,
+  and its gradient, equal the whole batch's: by the share of the loss's denominator the kept
+  rows hold (rows with loss tokens for the ``seq-mean-*`` aggregations, loss tokens for
+  ``token-mean``). Returns (row indices, advantages [rows]), or None when every group is kept or
+  the kept rows would not split into ``multiple`` equal parts (the batch's shards times its
+  minibatches)."""
+  flat = np.all(np.abs(advantages) < tol, axis=-1)  # [G]
+  g, n = advantages.shape
+  signal = [i for i in range(g) if not flat[i]]
+  if not signal:
+    return None
+  size = 1 << (len(signal) - 1).bit_length()
+  if size >= g or (size * n) % multiple:
+    return None
+  groups = sorted(signal + [i for i in range(g) if flat[i]][: size - len(signal)])
+  rows = np.asarray([i * n + j for i in groups for j in range(n)])
+  tokens_b = np.asarray(batch["loss_mask"]).sum(-1)
+  if aggregation == "token-mean":
+    share = tokens_b[rows].sum() / max(tokens_b.sum(), 1)
+  else:
+    share = (tokens_b[rows] > 0).sum() / max((tokens_b > 0).sum(), 1)
+  return rows, (advantages.reshape(-1)[rows] * share).astype(np.float32)
+
+
 def keep_groups(rewards: Any, keep: int, tol: float = 1e-6) -> list[int]:
   """Which `keep` of the sampled groups (rows of ``rewards`` [G', N]) train: those whose rewards
   differ first (DAPO's dynamic sampling: a group of equal rewards has zero advantages), then the

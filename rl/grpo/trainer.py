@@ -46,6 +46,7 @@ from rl.grpo.batches import (  # noqa: F401 (the batch functions, as rl.grpo has
   rollout_metrics,
   rollout_passed,
   rollout_seed,
+  signal_rows,
   step_task_indices,
 )
 from rl.grpo.loss import GRPOLossConfig
@@ -324,6 +325,15 @@ def train(
       f"{b} rollouts per step do not split into {mb} minibatches over {shards} shards"
     )
   tx = make_optimizer(config)
+  # The update on the groups with a reward spread alone (signal_rows): the same policy-gradient
+  # term at the cost of their rows, when nothing else in the loss reads the others (no KL or
+  # entropy term) and one minibatch takes them all.
+  signal_groups_only = (
+    bool(config.optim.get("signal_groups_only", False))
+    and not (config.loss.kl_coef or config.loss.entropy_coef)
+    and mb == 1
+  )
+  signal_kw = {"aggregation": config.loss.aggregation, "multiple": shards}
 
   overrides = {k: v for k, v in (config.get("model_overrides") or {}).items() if v}
   loaded, tokenizer, checkpoint = load_policy_parts(init_dir, overrides)
@@ -406,15 +416,23 @@ def train(
         rollouts = regroup(rollouts, keep_groups(rewards, g), n)
         batch = assemble_batch(rollouts, g, n, coupling=coupling, **floors)
         rewards, advantages = rewards_and_advantages(batch, reward_fn, config.reward.delta)
-      shape = (batch["tokens"].shape, batch["loss_index"].shape)
       flat_groups = np.all(np.abs(advantages) < 1e-6, axis=-1)  # [G]: every advantage 0
       skipped = skip_without_signal and bool(np.all(flat_groups))
-      new_shape = not skipped and shape not in shapes
+      new_shape = False
+      rows = update_rows = batch["tokens"].shape[0]
       if skipped:  # every advantage 0: the policy gradient is 0, and nothing else is trained
         metrics = dict(SKIPPED_UPDATE)
+        update_rows = 0
       else:
+        inputs, row_advantages = batch, advantages.reshape(-1)
+        if signal_groups_only and (kept := signal_rows(batch, advantages, **signal_kw)):
+          picked, row_advantages = kept
+          inputs = {k: batch[k][picked] for k in ROW_KEYS}
+          update_rows = len(picked)
+        shape = (inputs["tokens"].shape, inputs["loss_index"].shape)
+        new_shape = shape not in shapes
         shapes.add(shape)
-        state, metrics = grpo_step(state, shard_batch(batch, advantages.reshape(-1), mesh))
+        state, metrics = grpo_step(state, shard_batch(inputs, row_advantages, mesh))
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
       metrics["update_skipped"] = float(skipped)
       t2 = time.perf_counter()
@@ -430,6 +448,10 @@ def train(
         tokens_per_s=generated / (t2 - t0),
         sample_tokens_per_s=generated / (t1 - t0),
         train_tokens_per_s=0.0 if skipped else float(batch["segment_ids"].sum()) / (t2 - t1),
+        # rows the update ran on (optim.signal_groups_only: the groups with a spread, filled
+        # to a power of two), of the batch's
+        update_rows=float(update_rows),
+        batch_rows=float(rows),
         sampled_groups=float(sampled),
         batch_length=float(batch["tokens"].shape[1]),
         loss_positions=float(batch["loss_index"].shape[1]),

@@ -36,6 +36,7 @@ from compoworld.tasks.facets import facets
 from compoworld.tasks.generate import generate_tasks
 from compoworld.tasks.splits import SPLITS
 from compoworld.tasks.task import Task, load_tasks, save_tasks
+from rl.compile_cache import use_compilation_cache
 from rl.decoding.modes import DECODINGS
 from rl.decoding.modes import check_decodings as check_named
 from rl.pipeline.report import write_report
@@ -250,6 +251,8 @@ def run(
   decodings = check_decodings(config.eval.get("decodings", ("free",)))
   wd = Path(workdir)
   wd.mkdir(parents=True, exist_ok=True)
+  if config.get("compilation_cache"):  # every policy and decoding jits the same programs
+    use_compilation_cache(wd / "jax_cache")
   names = [s for s in STAGES if s in stages and s != "eval"]
   if "eval" in stages:
     names += [f"eval {eval_name(p, d)}" for p in POLICIES for d in decodings]

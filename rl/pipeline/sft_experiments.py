@@ -8,12 +8,20 @@ first ``n`` verified trajectories, and evaluates the policy on the held-out task
 rubric score, and the held-out SFT loss on the oracle's held-out trajectories, which moves long
 before a tiny policy passes anything). The "single" arm of 5.3.2 is K = 1 by default: tasks in
 one service each (``compoworld.tasks.walks.sample_single_walk``), prepared by ``prepare_single``.
+
+With K = 1 (``tasks.num_services = 1``, the CPU learning regime's tasks) environment scaling
+counts *services*: a size-n arm trains on the tasks of n services, and every arm is scored on the
+same held-out task instances of all of them (``prepare_instances``). ``budget`` says what the arms
+hold equal: ``"steps"`` (every arm ``steps`` optimizer steps, the smaller ones repeating their
+data; this separates diversity from training length) or ``"epochs"`` (one epoch over each arm's
+tasks, so larger arms train longer, as the paper's).
 """
 
 from __future__ import annotations
 
 import collections
 import json
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +43,9 @@ from rl.pipeline.run import (
   save_split,
 )
 from rl.serve.policy import POLICY_DIR
+
+#: What a K = 1 environment-scaling arm holds equal to the others (``config.budget``).
+BUDGETS = ("steps", "epochs")
 
 #: What each trained policy is scored by, and the plot label of each.
 METRICS = {
@@ -65,14 +76,30 @@ def prepare(
   info = save_split(tasks, config.split.eval_fraction, seed, workdir / "split")
   held = load_tasks(workdir / "split" / "eval.jsonl")[: config.eval.max_tasks]
   save_tasks(held, workdir / "split" / "eval.jsonl")  # the split's summary.json stays beside it
-  train = one_per_composition(load_tasks(workdir / "split" / "train.jsonl"))
+  train = load_tasks(workdir / "split" / "train.jsonl")
+  # The paper's one trajectory per composition, or every training task spread round-robin
+  # over the compositions (a budget larger than the number of compositions).
+  spread = not config.get("one_per_composition", True)
+  train = spread_over_compositions(train) if spread else one_per_composition(train)
+  return _play(config, train, held, workdir, k=k, tasks=task_summary["tasks"], split=info)
+
+
+def _play(
+  config: ml_collections.ConfigDict,
+  train: Sequence[Task],
+  held: Sequence[Task],
+  workdir: Path,
+  **facts: Any,
+) -> dict[str, Any]:
+  """The oracle's verified trajectories of the training tasks (``workdir/train``) and its play
+  of the held-out ones (``workdir/eval``); what a prepared arm records, with ``facts``, in
+  ``workdir/prepared.json``."""
   collected = collect_trajectories(train, workdir / "train", agent_kwargs=oracle_kwargs(config))
   oracle = collect_trajectories(held, workdir / "eval", agent_kwargs=oracle_kwargs(config))
   prepared = {
-    "k": k,
-    "tasks": task_summary["tasks"],
-    "split": info,
-    "train_compositions": len(train),
+    **facts,
+    "train_compositions": len({composition(t) for t in train}),
+    "train_services": sorted({s for t in train for s in t.services}),
     "verified_trajectories": collected["kept"],
     "eval_tasks": len(held),
     "oracle_eval_pass_rate": oracle["success_rate"],
@@ -81,7 +108,9 @@ def prepare(
     "eval_tasks_file": str(workdir / "split" / "eval.jsonl"),
     "eval_trajectories_file": str(workdir / "eval" / TRAJECTORIES_FILE),
   }
-  done.write_text(json.dumps(prepared, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+  (workdir / "prepared.json").write_text(
+    json.dumps(prepared, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+  )
   return prepared
 
 
@@ -132,6 +161,93 @@ def prepare_single(config: ml_collections.ConfigDict, seed: int, workdir: Path) 
   return prepared
 
 
+def prepare_instances(
+  config: ml_collections.ConfigDict, seed: int, workdir: Path
+) -> dict[str, Any]:
+  """K = 1 tasks, held out by instance (``compoworld.tasks.splits``: held-out tasks whose
+  instance no training task has), for environment scaling over services.
+
+  The training tasks are spread round-robin over their services (``spread_over_compositions``)
+  and played by the oracle (``workdir/train/sft.jsonl``); ``services`` lists the services in the
+  order of their first training task, so a size-n arm trains on the first n. The first
+  ``eval.max_tasks`` held-out tasks, of every service, are every arm's test, and the oracle's play
+  of them its held-out loss. Reused when ``workdir/prepared.json`` exists."""
+  done = workdir / "prepared.json"
+  if done.is_file():
+    return json.loads(done.read_text(encoding="utf-8"))
+  tasks, task_summary = make_tasks(config.tasks, seed, k=1)
+  info = save_split(tasks, config.split.eval_fraction, seed, workdir / "split", mode="instances")
+  held = load_tasks(workdir / "split" / "eval.jsonl")[: config.eval.max_tasks]
+  save_tasks(held, workdir / "split" / "eval.jsonl")
+  train = spread_over_compositions(load_tasks(workdir / "split" / "train.jsonl"))
+  save_tasks(train, workdir / "split" / "train.jsonl")
+  return _play(
+    config,
+    train,
+    held,
+    workdir,
+    k=1,
+    tasks=task_summary["tasks"],
+    split=info,
+    services=list(dict.fromkeys(composition(t)[0] for t in train)),
+    eval_services=len({composition(t) for t in held}),
+  )
+
+
+def shared_tokenizer(
+  config: ml_collections.ConfigDict, train_files: Sequence[str | Path], out: Path
+) -> str:
+  """One tokenizer for every arm of a seed, so that arms differ in their training data alone:
+  trained (``config.sft.tokenizer``) on the first ``tokenizer_trajectories`` trajectories, an
+  equal share from each of ``train_files``, and saved in ``out``; reused when ``out`` has one."""
+  from rl.data.tokenizer import has_tokenizer
+  from rl.sft.data import get_tokenizer
+
+  if not has_tokenizer(out):
+    per_file = config.get("tokenizer_trajectories", 2000) // len(train_files)
+    sample = []
+    for path in train_files:
+      lines = Path(path).read_text(encoding="utf-8").splitlines()[:per_file]
+      sample += [json.loads(line) for line in lines]
+    get_tokenizer(config.sft, out, sample).save(out)
+  return str(out)
+
+
+def services_subset(data: dict[str, Any], n: int, out: Path) -> tuple[Path, int]:
+  """The training trajectories of the first ``n`` services of ``data["services"]``
+  (``prepare_instances``), in their order, as ``out/sft.jsonl``; returns it and their number."""
+  if not 1 <= n <= len(data["services"]):
+    raise ValueError(
+      f"size {n}: the training tasks cover {len(data['services'])} services; sizes must be "
+      f"1..{len(data['services'])}"
+    )
+  keep = set(data["services"][:n])
+  service_of = {t.id: composition(t)[0] for t in load_tasks(data["train_tasks_file"])}
+  lines = [
+    line
+    for line in Path(data["train_file"]).read_text(encoding="utf-8").splitlines()
+    if service_of[json.loads(line)["task_id"]] in keep
+  ]
+  out.mkdir(parents=True, exist_ok=True)
+  (out / SFT_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
+  return out / SFT_FILE, len(lines)
+
+
+def budget_overrides(
+  config: ml_collections.ConfigDict, trajectories: int, tokenizer: str
+) -> dict[str, Any]:
+  """The SFT fields a K = 1 scaling arm of ``trajectories`` trajectories sets (`BUDGETS`): the
+  shared tokenizer, and ``config.steps`` steps over as many epochs as they take (a row holds at
+  least one trajectory, and rarely more than four) or one epoch."""
+  if config.budget not in BUDGETS:
+    raise ValueError(f"unknown budget {config.budget!r}; valid: {', '.join(BUDGETS)}")
+  out: dict[str, Any] = {"tokenizer.path": tokenizer}
+  if config.budget == "epochs":
+    return {**out, "max_steps": 0, "data.num_epochs": 1}
+  rows = config.steps * config.sft.data.batch_size
+  return {**out, "max_steps": config.steps, "data.num_epochs": math.ceil(4 * rows / trajectories)}
+
+
 def train_and_evaluate(
   config: ml_collections.ConfigDict,
   train_file: str | Path,
@@ -139,21 +255,41 @@ def train_and_evaluate(
   eval_trajectories_file: str | Path,
   workdir: Path,
   seed: int,
+  sft_overrides: dict[str, Any] | None = None,
+  more_evals: dict[str, str | Path] | None = None,
 ) -> dict[str, Any]:
-  """The SFT recipe (model seed and data order from ``seed``) on ``train_file``, then the policy
-  on the held-out tasks."""
+  """The SFT recipe (model seed and data order from ``seed``; ``sft_overrides`` maps dotted
+  fields of ``config.sft`` to values) on ``train_file``, then the policy on the held-out tasks,
+  decoding as ``config.eval.decoding`` says (default free), and on each of ``more_evals`` (name:
+  task file), whose scores are ``<name>_pass_rate`` and ``<name>_rubric_score``."""
   t0 = time.perf_counter()
   sft_config = ml_collections.ConfigDict(config.sft.to_dict())
   sft_config.seed = seed
   sft_config.data.seed = seed
+  for key, value in (sft_overrides or {}).items():
+    *path, field = key.split(".")
+    node = sft_config
+    for part in path:
+      node = node[part]
+    node[field] = value
   sft = run_sft(sft_config, train_file, workdir / "sft", eval_trajectories_file)
-  ev = evaluate_policy(workdir / "sft" / POLICY_DIR, eval_tasks_file, workdir / "eval", config.eval)
+  decoding = config.eval.get("decoding", "free")
+  policy = workdir / "sft" / POLICY_DIR
+  ev = evaluate_policy(policy, eval_tasks_file, workdir / "eval", config.eval, decoding=decoding)
+  more: dict[str, Any] = {}
+  for name, tasks_file in (more_evals or {}).items():
+    e = evaluate_policy(
+      policy, tasks_file, workdir / f"eval_{name}", config.eval, decoding=decoding
+    )
+    more |= {f"{name}_pass_rate": e["pass_rate"], f"{name}_rubric_score": e["rubric_score"]}
   return {
+    **more,
     "pass_rate": ev["pass_rate"],
     "rubric_score": ev["rubric_score"],
     "eval_loss": sft["eval_loss"],
     "eval_turn_match": sft["eval_turn_match"],
     "sft_steps": sft["steps"],
+    "decoding": decoding,
     "final_train_loss": sft["final_loss"],
     "seconds": round(time.perf_counter() - t0, 1),
   }
@@ -173,13 +309,18 @@ def _subset(train_file: str, n: int, out: Path) -> Path:
 
 
 def _finish(
-  name: str, results: list[dict[str, Any]], x_name: str, arms: dict[str, list[str]], workdir: Path
+  name: str,
+  results: list[dict[str, Any]],
+  x_name: str,
+  arms: dict[str, list[str]],
+  workdir: Path,
+  metrics: dict[str, str] = METRICS,
 ) -> dict[str, Any]:
   """Intervals over seeds of every ``<arm>_<metric>`` curve, one plot per metric, the summary."""
-  keys = [f"{arm}_{m}" for arm in arms for m in METRICS]
+  keys = [f"{arm}_{m}" for arm in arms for m in metrics]
   stats = over_seeds(results, keys)
   plots, band = [], "\n" + band_note(len(results))
-  for metric, label in METRICS.items():
+  for metric, label in metrics.items():
     path = workdir / f"{metric}.png"
     if all(len(xs) == 1 for xs in arms.values()):  # one point per arm: bars
       points = [stats[f"{arm}_{metric}"][0] for arm in arms]
@@ -195,7 +336,7 @@ def _finish(
     f"{arm} @ {x}: {label}": describe(stats[f"{arm}_{m}"][i])
     for arm, xs in arms.items()
     for i, x in enumerate(xs)
-    for m, label in METRICS.items()
+    for m, label in metrics.items()
   }
   return {
     "experiment": name,
@@ -211,7 +352,10 @@ def _finish(
 def env_scaling(
   config: ml_collections.ConfigDict, seeds: Sequence[int], workdir: str | Path
 ) -> dict[str, Any]:
-  """SFT on ``config.sizes`` trajectories, each from a distinct composition (section 5.3.1)."""
+  """SFT on ``config.sizes`` trajectories, each from a distinct composition (section 5.3.1), or
+  with K = 1 tasks on the tasks of ``config.sizes`` services (`service_scaling`)."""
+  if config.tasks.num_services == 1:
+    return service_scaling(config, seeds, workdir)
   workdir, sizes = Path(workdir), sorted(config.sizes)
 
   def one_seed(seed: int, wd: Path) -> dict[str, Any]:
@@ -237,26 +381,97 @@ def env_scaling(
   return _finish("environment scaling", results, "trajectories", {"sft": sizes}, workdir)
 
 
+def service_scaling(
+  config: ml_collections.ConfigDict, seeds: Sequence[int], workdir: str | Path
+) -> dict[str, Any]:
+  """Environment scaling with K = 1 tasks: SFT on the tasks of ``config.sizes`` services, at
+  equal steps or equal epochs (``config.budget``), every arm scored on the same held-out
+  instances of all the services (``prepare_instances``)."""
+  workdir, sizes = Path(workdir), sorted(config.sizes)
+
+  def one_seed(seed: int, wd: Path) -> dict[str, Any]:
+    data = prepare_instances(config, seed, wd / "data")
+    tokenizer = shared_tokenizer(config, [data["train_file"]], wd / "data" / "tokenizer")
+    out: dict[str, Any] = {"data": data, **{f"sft_{m}": [] for m in METRICS}}
+    for n in sizes:
+      train_file, count = services_subset(data, n, wd / f"s{n}")
+      print(f"--- seed {seed}: SFT on the {count} trajectories of {n} services ({config.budget})")
+      overrides = budget_overrides(config, count, tokenizer)
+      r = train_and_evaluate(
+        config,
+        train_file,
+        data["eval_tasks_file"],
+        data["eval_trajectories_file"],
+        wd / f"s{n}",
+        seed,
+        overrides,
+      )
+      out[f"s{n}"] = {**r, "trajectories": count}
+      for m in METRICS:
+        out[f"sft_{m}"].append(r[m])
+    return out
+
+  results = run_seeds(one_seed, seeds, workdir, config)
+  name = f"environment scaling, equal {config.budget}"
+  return _finish(name, results, "services", {"sft": sizes}, workdir)
+
+
 def single_vs_composed(
   config: ml_collections.ConfigDict, seeds: Sequence[int], workdir: str | Path
 ) -> dict[str, Any]:
   """The same budget of trajectories from tasks of ``config.single_k`` services (default 1:
-  single-service tasks, ``prepare_single``) and of ``config.tasks.num_services``; both scored on
-  held-out composed tasks (section 5.3.2)."""
+  single-service tasks) and of ``config.tasks.num_services``; both scored on held-out composed
+  tasks (section 5.3.2).
+
+  With ``config.held_out_single`` (the CPU regime's), the single arm's K = 1 tasks are held out
+  by instance too (``prepare_instances``, ``config.single_tasks`` of them) and both arms are
+  also scored on those held-out single-service tasks, so neither is scored only on its own
+  training distribution; the single arm trains only on the services the composed arm's
+  training tasks use, and one tokenizer (``shared_tokenizer``) serves both."""
   workdir, budget = Path(workdir), config.budget
   arms = {"single": config.single_k, "composed": config.tasks.num_services}
+  held_out_single = config.get("held_out_single", False)
+  if held_out_single and arms["single"] != 1:
+    raise ValueError(f"held_out_single needs single_k = 1, got {arms['single']}")
+  metrics = dict(METRICS)
+  if held_out_single:
+    metrics["single_pass_rate"] = "held-out single-service pass rate"
+    metrics["single_rubric_score"] = "held-out single-service rubric score"
+
+  def single_data(seed: int, wd: Path, services: Sequence[str]) -> dict[str, Any]:
+    single_config = ml_collections.ConfigDict(config.to_dict())
+    single_config.tasks.num_tasks = config.single_tasks
+    single_config.split.eval_fraction = config.single_eval_fraction
+    data = prepare_instances(single_config, seed, wd)
+    ids = _task_ids(data["train_tasks_file"], set(services))
+    lines = [
+      line
+      for line in Path(data["train_file"]).read_text(encoding="utf-8").splitlines()
+      if json.loads(line)["task_id"] in ids
+    ]
+    (wd / "train" / "in_composed_services.jsonl").write_text(
+      "\n".join(lines) + "\n", encoding="utf-8"
+    )
+    return {**data, "train_file": str(wd / "train" / "in_composed_services.jsonl")}
 
   def one_seed(seed: int, wd: Path) -> dict[str, Any]:
     composed = prepare(config, seed, arms["composed"], wd / "data_composed")
     out: dict[str, Any] = {"data_composed": composed}
+    data_of = {"composed": composed}
+    k = arms["single"]
+    if held_out_single:
+      data_of["single"] = single_data(seed, wd / "data_single", composed["train_services"])
+    elif k == 1:
+      data_of["single"] = prepare_single(config, seed, wd / "data_single")
+    else:
+      data_of["single"] = prepare(config, seed, k, wd / "data_single")
+    overrides, more_evals = {}, {}
+    if held_out_single:
+      files = [data_of[arm]["train_file"] for arm in arms]
+      overrides["tokenizer.path"] = shared_tokenizer(config, files, wd / "tokenizer")
+      more_evals["single"] = data_of["single"]["eval_tasks_file"]
     for arm, k in arms.items():
-      if arm == "composed":
-        data = composed
-      elif k == 1:
-        data = prepare_single(config, seed, wd / f"data_{arm}")
-      else:
-        data = prepare(config, seed, k, wd / f"data_{arm}")
-      out[f"data_{arm}"] = data
+      out[f"data_{arm}"] = data = data_of[arm]
       print(f"--- seed {seed}: SFT on {budget} trajectories of K = {k} tasks ({arm})")
       train_file = _subset(data["train_file"], budget, wd / arm)
       r = train_and_evaluate(
@@ -266,14 +481,29 @@ def single_vs_composed(
         composed["eval_trajectories_file"],
         wd / arm,
         seed,
+        overrides,
+        more_evals,
       )
+      r["train_services"] = _services_of(train_file, data["train_tasks_file"])
       out[arm] = r
-      for m in METRICS:
+      for m in metrics:
         out[f"{arm}_{m}"] = [r[m]]
     return out
 
   results = run_seeds(one_seed, seeds, workdir, config)
   summary = _finish(
-    "single vs composed", results, "budget", {arm: [budget] for arm in arms}, workdir
+    "single vs composed", results, "budget", {arm: [budget] for arm in arms}, workdir, metrics
   )
   return {**summary, "arms_k": arms}
+
+
+def _task_ids(tasks_file: str | Path, services: set[str]) -> set[str]:
+  """Ids of the tasks in ``tasks_file`` whose services all lie in ``services``."""
+  return {t.id for t in load_tasks(tasks_file) if set(t.services) <= services}
+
+
+def _services_of(trajectories_file: str | Path, tasks_file: str | Path) -> int:
+  """How many distinct services the tasks of a trajectory file use."""
+  services = {t.id: t.services for t in load_tasks(tasks_file)}
+  ids = [json.loads(line)["task_id"] for line in Path(trajectories_file).read_text().splitlines()]
+  return len({s for i in ids for s in services[i]})

@@ -233,3 +233,66 @@ def test_a_number_without_a_default_is_one_the_conversation_writes():
   assert mask[ord("5")] and mask[ord(",")]
   mask, _ = _typed(PREFIX + '{"amount": 2', context=PAY, ground=False)
   assert mask[ord("5")] and mask[ord(",")]
+
+
+def _mask_token_by_token(g: ArgumentConstraint) -> np.ndarray:
+  """The mask by its definition: every token's bytes walked or fitted one by one."""
+  vocab = g.vocab
+  if not g.scanner.in_call:
+    return np.ones(vocab.size, bool)
+  mask = np.zeros(vocab.size, bool)
+  s, rule = g.scanner, g._rule(g.scanner)
+  kinds = g._kinds
+  number = bool(s.scalar) and g._grounds_number(s)
+  if number or g._value_start(s) is not None:
+    for i in kinds.plain:
+      mask[i] = g._keeps(kinds.token_bytes[i])
+  elif rule is None:
+    mask[kinds.plain] = True
+    mask[kinds.specials] = True
+  elif rule[0] == "copy":
+    for i in kinds.plain:
+      text = bytes(s.value) + kinds.token_bytes[i]
+      mask[i] = text in g.context and g._occurs(text, closed=False)
+  else:
+    for i in kinds.plain:
+      mask[i] = g._fits(rule, bytes(s.value) + kinds.token_bytes[i], closed=False)
+  for i in kinds.structural:
+    mask[i] = g._keeps(kinds.token_bytes[i])
+  return mask
+
+
+def test_the_mask_is_what_each_token_walked_on_its_own_gives():
+  """Tokens found by the names' continuations and by their first byte, at every step of typed
+  and grounded calls, against the token-by-token definition; with keys and enum values that
+  are not ASCII and tokens that escape, so both ways of finding them are checked."""
+  words = ["sta", "tus", "se", "nt", "pa", "id", "qu", "ery", "amo", "unt", "lim", "it", "é", "\\u"]
+  words += ['", "', '": "', '": ', "12", "3.5", " ", "  "]
+  vocab, _ = toy_vocab()
+  symbols = list(vocab.symbols[:256]) + [tuple(w.encode()) for w in WORDS + words]
+  symbols += list(vocab.symbols[256 + len(WORDS) :])
+  vocab = Vocabulary(symbols)
+  call_sym = symbols.index(next(s for s in symbols if s == (CALL_SYM,)))
+  schemas = {
+    ("invoicing", "t"): {
+      **SCHEMAS[("invoicing", "t")],
+      "properties": {
+        **SCHEMAS[("invoicing", "t")]["properties"],
+        "réf": {"type": "string", "enum": ["café", "naïve"]},
+      },
+    }
+  }
+  context = CONTEXT + b" amount 12.5 and 3,500.25"
+  written = [
+    PREFIX + '{"status": "sent", "amount": 12.5, "réf": "café", "query": "Juniper vendor"}}',
+    PREFIX + '{"limit": 3, "qu\\u0065ry": "inv_edff9e11", "status": "paid"}}',
+  ]
+  checked = 0
+  for text in written:
+    g = ArgumentConstraint(vocab, context, schemas=schemas)
+    g.advance(call_sym)
+    for byte in text.encode():
+      assert (g._mask() == _mask_token_by_token(g)).all(), text.encode()[: len(g.scanner.value)]
+      g.advance(byte)
+      checked += 1
+  assert checked > 150

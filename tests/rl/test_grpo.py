@@ -635,6 +635,70 @@ def test_a_step_without_a_spread_skips_its_update(tmp_path, init_policy, tasks, 
     assert "entropy" in steps[0] and steps[0]["loss"] == pytest.approx(0.0, abs=1e-6)
 
 
+def test_signal_rows_keep_the_groups_with_a_spread_filled_to_a_power_of_two():
+  rollouts = random_rollouts(4, 4, 2, 256)
+  batch = grpo.assemble_batch(rollouts, 4, 2, min_length=64)
+  tokens_b = batch["loss_mask"].sum(-1)
+  advantages = np.zeros((4, 2), np.float32)
+  assert grpo.signal_rows(batch, advantages, "seq-mean-token-mean") is None  # nothing to train
+  advantages[2] = [0.5, -0.5]
+  rows, adv = grpo.signal_rows(batch, advantages, "seq-mean-token-mean")
+  assert list(rows) == [4, 5] and np.allclose(adv, [0.5 * 2 / 8, -0.5 * 2 / 8])
+  rows, adv = grpo.signal_rows(batch, advantages, "token-mean")
+  assert np.allclose(adv, np.array([0.5, -0.5]) * tokens_b[4:6].sum() / tokens_b.sum())
+  advantages[0] = [1.0, -1.0]
+  rows, _ = grpo.signal_rows(batch, advantages, "seq-mean-token-mean")
+  assert list(rows) == [0, 1, 4, 5]  # two groups: no filling
+  advantages[3] = [1.0, -1.0]
+  assert grpo.signal_rows(batch, advantages, "seq-mean-token-mean") is None  # 3 -> all 4
+  advantages[[0, 3]] = 0
+  # one group's 2 rows over 4 shards: the whole batch
+  assert grpo.signal_rows(batch, advantages, "seq-mean-token-mean", multiple=4) is None
+
+
+def _plain_step(model, batch, advantages):
+  """The metrics of one update without a KL or entropy term (the loss and gradient before it)."""
+  config = get_config("tiny")
+  mesh = models.make_mesh(devices=jax.devices()[:1])
+  tx = grpo.make_optimizer(config)
+  with models.use_mesh(mesh):
+    graphdef, state = grpo.init_state(model, tx, mesh, keep_reference=False)
+    step = jax.jit(grpo.make_grpo_step(graphdef, tx, GRPOLossConfig(), temperature=0.7))
+    _, metrics = step(state, grpo.shard_batch(batch, advantages, mesh))
+  return jax.device_get(metrics)
+
+
+@pytest.mark.slow  # two step compilations
+def test_the_update_on_the_groups_with_a_spread_is_the_whole_batchs():
+  rollouts = random_rollouts(5, 4, 4, 256)
+  batch = grpo.assemble_batch(rollouts, 4, 4, min_length=64)
+  rng = np.random.default_rng(0)
+  batch["old_logp"] = np.where(batch["loss_mask"], rng.normal(-5, 1, batch["old_logp"].shape), 0)
+  advantages = np.zeros((4, 4), np.float32)
+  advantages[2] = [1.0, -0.5, 0.25, -0.75]
+  rows, row_advantages = grpo.signal_rows(batch, advantages, "seq-mean-token-mean")
+  with models.use_mesh(None):
+    model = tiny_model()
+  whole = _plain_step(model, batch, advantages.reshape(-1))
+  part = _plain_step(model, {k: batch[k][rows] for k in grpo.ROW_KEYS}, row_advantages)
+  assert abs(whole["pg_loss"]) > 1e-4
+  for key in ("pg_loss", "grad_norm"):
+    np.testing.assert_allclose(part[key], whole[key], rtol=1e-4, err_msg=key)
+
+
+def test_steps_update_on_the_groups_with_a_spread(tmp_path, init_policy, tasks):
+  changes = {"eval.every": 0, "reward.name": "binary", "optim.num_minibatches": 1}
+  changes |= {"optim.skip_without_signal": True, "optim.signal_groups_only": True}
+  config = run_config(init_policy, num_steps=3, **changes)
+  summary = grpo.train(config, tmp_path, engine_factory=FirstStepFlatEngine, tasks=tasks)
+  assert summary["groups_with_signal"] == [0.0, 0.5, 0.5]
+  rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  steps = [r for r in rows if "update_skipped" in r]
+  assert [r["update_rows"] for r in steps] == [0.0, 4.0, 4.0]  # one group of 4 rollouts
+  assert [r["batch_rows"] for r in steps] == [8.0] * 3
+  assert [r["new_shape"] for r in steps] == [0.0, 1.0, 0.0]
+
+
 def test_bad_coupling_is_rejected_before_anything_runs(tmp_path):
   config = run_config(tmp_path / "no-policy", **{"reward.coupling": "gates"})
   with pytest.raises(ValueError, match="unknown rubric coupling 'gates'"):

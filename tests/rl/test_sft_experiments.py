@@ -1,5 +1,6 @@
 """The single arm's data for single vs composed (section 5.3.2), without training anything."""
 
+import json
 import types
 from pathlib import Path
 
@@ -7,7 +8,14 @@ import pytest
 
 from compoworld.tasks.task import load_tasks
 from configs.experiments import get_config
-from rl.pipeline.sft_experiments import prepare, prepare_single, spread_over_compositions
+from rl.pipeline.sft_experiments import (
+  budget_overrides,
+  prepare,
+  prepare_instances,
+  prepare_single,
+  services_subset,
+  spread_over_compositions,
+)
 
 
 def test_single_vs_composed_defaults_to_single_service_tasks():
@@ -37,3 +45,134 @@ def test_prepare_single_plays_k1_tasks_with_the_oracle(tmp_path):
   assert all(len(t.services) == 1 for t in tasks)
   assert len(Path(data["train_file"]).read_text().splitlines()) == 6
   assert prepare_single(config, 0, tmp_path) == data  # reused
+
+
+def _k1_config(tmp_path):
+  """env_scaling's K = 1 config at test size: a few tasks, a small tokenizer."""
+  config = get_config("env_scaling")
+  config.tasks.num_tasks, config.tasks.workers = 40, 1
+  config.split.eval_fraction = 0.1
+  config.eval.max_tasks = 3
+  config.sft.tokenizer.vocab_size = 1024
+  config.sizes = (1, 2)
+  config.steps = 5
+  return config
+
+
+def test_env_scaling_defaults_to_services_at_equal_steps():
+  config = get_config("env_scaling")
+  assert config.tasks.num_services == 1 and config.split.mode == "instances"
+  assert config.budget == "steps" and config.steps > 0 and max(config.sizes) <= 30
+  assert config.sft.data.seq_len == config.eval.max_context == 2048
+
+
+def test_k1_arms_take_the_first_services_and_share_one_tokenizer(tmp_path):
+  config = _k1_config(tmp_path)
+  data = prepare_instances(config, 0, tmp_path / "data")
+  assert data["k"] == 1 and data["eval_tasks"] == 3
+  held = {t.id for t in load_tasks(data["eval_tasks_file"])}
+  train = load_tasks(data["train_tasks_file"])
+  assert not held & {t.id for t in train}
+  assert data["services"] == list(dict.fromkeys(t.services[0] for t in train))
+  total = 0
+  for n in (1, 2):
+    path, count = services_subset(data, n, tmp_path / f"s{n}")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    service_of = {t.id: t.services[0] for t in train}
+    assert len(rows) == count > total
+    assert {service_of[r["task_id"]] for r in rows} == set(data["services"][:n])
+    total = count
+  with pytest.raises(ValueError, match="sizes must be"):
+    services_subset(data, len(data["services"]) + 1, tmp_path / "too_many")
+  assert prepare_instances(config, 0, tmp_path / "data") == data  # reused
+
+
+def test_budgets_hold_steps_or_epochs_equal():
+  config = get_config("env_scaling")
+  steps = budget_overrides(config, 100, "TOK")
+  assert steps["max_steps"] == config.steps and steps["tokenizer.path"] == "TOK"
+  # enough passes over 100 trajectories for `steps` batches of rows of up to 4 of them
+  assert steps["data.num_epochs"] * 100 >= 4 * config.steps * config.sft.data.batch_size
+  config.budget = "epochs"
+  assert budget_overrides(config, 100, "TOK") == {
+    "tokenizer.path": "TOK",
+    "max_steps": 0,
+    "data.num_epochs": 1,
+  }
+  config.budget = "tokens"
+  with pytest.raises(ValueError, match="unknown budget"):
+    budget_overrides(config, 100, "TOK")
+
+
+def test_service_scaling_trains_each_arm_with_its_budget(tmp_path, monkeypatch):
+  import rl.pipeline.sft_experiments as sx
+
+  config = _k1_config(tmp_path)
+  seen = []
+
+  def fake_sft(sft_config, train_file, workdir, eval_file):
+    rows = Path(train_file).read_text().splitlines()
+    seen.append((sft_config.max_steps, sft_config.tokenizer.path, len(rows), str(eval_file)))
+    return {"eval_loss": 1.0 / len(rows), "eval_turn_match": 0.1, "steps": 5, "final_loss": 0.5}
+
+  def fake_eval(policy_dir, tasks_file, workdir, cfg, decoding="free"):
+    assert decoding == "constrained+grounded"
+    return {"pass_rate": 0.0, "rubric_score": 0.0}
+
+  monkeypatch.setattr(sx, "run_sft", fake_sft)
+  monkeypatch.setattr(sx, "evaluate_policy", fake_eval)
+  monkeypatch.setattr(sx, "line_plot", lambda path, *a, **k: str(path))
+  summary = sx.env_scaling(config, [0], tmp_path / "run")
+  data = json.loads((tmp_path / "run" / "seed_0" / "data" / "prepared.json").read_text())
+  tokenizer = tmp_path / "run" / "seed_0" / "data" / "tokenizer"
+  assert (tokenizer / "tokenizer.model").is_file()
+  assert [s[0] for s in seen] == [5, 5] and {s[1] for s in seen} == {str(tokenizer)}
+  assert seen[0][2] < seen[1][2]  # two services hold more tasks than one
+  assert all(s[3] == data["eval_trajectories_file"] for s in seen)
+  assert summary["services"] == [1, 2]
+  assert summary["stats"]["sft_eval_loss"][0]["mean"] == 1.0 / seen[0][2]
+
+
+def test_single_vs_composed_scores_both_arms_on_both_held_out_sets(tmp_path, monkeypatch):
+  import rl.pipeline.sft_experiments as sx
+
+  config = get_config("single_vs_composed")
+  assert config.held_out_single and config.single_k == 1 and config.tasks.num_services == 2
+  config.tasks.num_tasks = config.single_tasks = 40
+  config.tasks.workers = 1
+  config.split.eval_fraction, config.single_eval_fraction = 0.2, 0.1
+  config.eval.max_tasks = 3
+  config.sft.tokenizer.vocab_size = 1024
+  config.budget = 6
+  trained, scored = [], []
+
+  def fake_sft(sft_config, train_file, workdir, eval_file):
+    rows = [json.loads(line) for line in Path(train_file).read_text().splitlines()]
+    trained.append((Path(workdir).parent.name, sft_config.tokenizer.path, rows))
+    return {"eval_loss": 1.0, "eval_turn_match": 0.1, "steps": 3, "final_loss": 0.5}
+
+  def fake_eval(policy_dir, tasks_file, workdir, cfg, decoding="free"):
+    tasks = load_tasks(tasks_file)
+    scored.append((Path(workdir).parent.name, Path(workdir).name, {len(t.services) for t in tasks}))
+    return {"pass_rate": 0.5 if Path(workdir).name == "eval" else 0.25, "rubric_score": 0.5}
+
+  monkeypatch.setattr(sx, "run_sft", fake_sft)
+  monkeypatch.setattr(sx, "evaluate_policy", fake_eval)
+  monkeypatch.setattr(sx, "bar_plot", lambda path, *a, **k: str(path))
+  summary = sx.single_vs_composed(config, [0], tmp_path / "run")
+  assert [t[0] for t in trained] == ["single", "composed"]
+  assert len({t[1] for t in trained}) == 1 and (Path(trained[0][1]) / "tokenizer.model").is_file()
+  assert all(len(t[2]) == 6 for t in trained)
+  # both arms: held-out composed (K = 2) tasks, then held-out single-service (K = 1) ones
+  assert scored == [
+    ("single", "eval", {2}),
+    ("single", "eval_single", {1}),
+    ("composed", "eval", {2}),
+    ("composed", "eval_single", {1}),
+  ]
+  seed = json.loads((tmp_path / "run" / "seed_0" / "result.json").read_text())
+  composed_services = set(seed["data_composed"]["train_services"])
+  single_tasks = {t.id: t for t in load_tasks(seed["data_single"]["train_tasks_file"])}
+  assert all(set(single_tasks[r["task_id"]].services) <= composed_services for r in trained[0][2])
+  assert summary["stats"]["composed_single_pass_rate"][0]["mean"] == 0.25
+  assert summary["stats"]["composed_pass_rate"][0]["mean"] == 0.5
