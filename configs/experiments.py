@@ -14,6 +14,29 @@ from configs import demo
 EXPERIMENTS = ("env_scaling", "single_vs_composed", "reweighting")
 
 
+def _composed_regime(c: ml_collections.ConfigDict) -> None:
+  """The CPU regime's recipe (configs/sft.py:cpu) on composed tasks: K = 2 tasks (walks of 3
+  calls over ~80 service pairs) held out by pair, every training task spread round-robin over
+  the pairs, 4K-token rows (the trajectories run to ~2.3K tokens, twice the K = 1 ones) and one
+  tokenizer per seed; held-out tasks decoded under the typed grammar with grounded strings."""
+  demo_tiny = demo.get_config("tiny")
+  c.trajectories, c.sft = demo_tiny.trajectories, demo_tiny.sft
+  c.sft.data.seq_len = 4096
+  c.sft.data.batch_size = 2  # the same 8K tokens a step as the regime's 4 x 2,048
+  c.sft.data.num_epochs = 1
+  c.tasks.num_services = 2
+  c.tasks.min_walk = c.tasks.max_walk = 2  # K = 2 walks come out 3 calls long
+  c.tasks.num_distractors = 0
+  c.tasks.num_tasks = 3000
+  c.split.eval_fraction = 0.1  # of the service pairs
+  c.one_per_composition = False
+  c.tokenizer_trajectories = 2000
+  c.eval.max_context = 4096
+  c.eval.max_turns = 16
+  c.eval.max_tasks = 60
+  c.eval.decoding = "constrained+grounded"
+
+
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   arg = arg or "env_scaling"
   name, test = arg.removesuffix("_test"), arg.endswith("_test")
@@ -65,33 +88,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.tasks.num_tasks = 240
     c.split.eval_fraction = 0.1
   elif name == "single_vs_composed" and not test:
-    # The CPU regime's recipe (configs/sft.py:cpu) at 4K rows (the composed trajectories run to
-    # ~2.3K tokens, twice the single ones), one epoch of the budget in each arm. Composed: K = 2
-    # tasks (walks of 3 calls over ~80 service pairs), every training task spread round-robin
-    # over the pairs, held out by pair. Single: K = 1 tasks (walks of 2 calls) of the services
-    # the composed arm trains on, held out by instance. Both arms are scored on both held-out
-    # sets, decoding under the typed grammar with grounded strings.
-    demo_tiny = demo.get_config("tiny")
-    c.trajectories, c.sft = demo_tiny.trajectories, demo_tiny.sft
-    c.sft.data.seq_len = 4096
-    c.sft.data.batch_size = 2  # the same 8K tokens a step as the regime's 4 x 2,048
-    c.sft.data.num_epochs = 1
-    c.tasks.num_services = 2
-    c.tasks.min_walk = c.tasks.max_walk = 2  # K = 2 walks come out 3 calls long
-    c.tasks.num_distractors = 0
-    c.tasks.num_tasks = 3000
-    c.split.eval_fraction = 0.1  # of the service pairs
-    c.one_per_composition = False
+    # The composed arm as _composed_regime; the single arm: K = 1 tasks (walks of 2 calls) of the
+    # services the composed arm trains on, held out by instance. Both arms are scored on both
+    # held-out sets.
+    _composed_regime(c)
     c.single_k = 1
     c.held_out_single = True
     c.single_tasks = 3000
     c.single_eval_fraction = 0.03
     c.budget = 2000  # trajectories per arm
-    c.tokenizer_trajectories = 2000
-    c.eval.max_context = 4096
-    c.eval.max_turns = 16  # the composed oracle needs ~8
-    c.eval.max_tasks = 60
-    c.eval.decoding = "constrained+grounded"
   elif name == "single_vs_composed":
     # The "single" arm trains on single-service tasks (K = 1 walks: every step in one service,
     # with that service as its own revisit bridge where it can be; compoworld/tasks/walks.py), the
@@ -109,10 +114,19 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.grpo = base.grpo  # configs/grpo.py:cpu (tiny when _test); init is each seed's SFT policy
     c.tasks.num_services = 2  # held-out service sets need K >= 2
     c.tasks.min_walk = c.tasks.max_walk = 3
-    if not test:
-      c.grpo.rollout.max_total_tokens = 4096
     c.grpo.num_steps = 20  # GRPO steps per arm
     c.eval_every = 5  # GRPO steps between held-out evaluations (rollout engine, greedy)
+    if not test:
+      # Rewards differ only on tasks of several criteria: the K = 2 tasks of _composed_regime
+      # (2-3 criteria each), an SFT policy per seed on 2,000 of their trajectories, then GRPO
+      # (configs/grpo.py:cpu) with 4K-token rollouts, held out by service pair.
+      _composed_regime(c)
+      c.sft_trajectories = 2000
+      c.grpo.rollout.max_total_tokens = 4096
+      c.grpo.rollout.max_turns = 12  # the composed oracle needs ~8
+      c.grpo.data.min_length = 4096
+      c.grpo.num_steps = 10
+      c.grpo.eval.num_tasks = 16
     # A trained SFT policy to start every seed's arms from (its workdir or policy directory),
     # with the task files to train and evaluate on, instead of each seed's own data and SFT run:
     # the seeds then vary the task order and the rollouts' sampling.

@@ -19,7 +19,7 @@ import ml_collections
 from rl.pipeline.experiments import band_note, curve, describe, over_seeds, run_seeds
 from rl.pipeline.plots import line_plot
 from rl.pipeline.run import run_grpo, run_sft
-from rl.pipeline.sft_experiments import prepare
+from rl.pipeline.sft_experiments import first_trajectories, prepare
 from rl.serve.policy import POLICY_DIR
 
 #: Per-arm curves: GRPO summary key → (plot file, y label, x axis: "step" or "eval").
@@ -55,10 +55,13 @@ def reweighting(
       policy = init
     else:
       data = prepare(config, seed, config.tasks.num_services, wd / "data")
+      train_file = data["train_file"]
+      if config.get("sft_trajectories"):  # the SFT policy's budget: the first N trajectories
+        train_file = first_trajectories(train_file, config.sft_trajectories, wd / "sft_data")
       sft_config = ml_collections.ConfigDict(config.sft.to_dict())
       sft_config.seed = sft_config.data.seed = seed
       if not (wd / "sft" / POLICY_DIR).is_dir():
-        run_sft(sft_config, data["train_file"], wd / "sft", data["eval_trajectories_file"])
+        run_sft(sft_config, train_file, wd / "sft", data["eval_trajectories_file"])
       policy = wd / "sft"
     out: dict[str, Any] = {"data": data, "init": str(policy)}
     for reward in rewards:

@@ -295,7 +295,8 @@ def train_and_evaluate(
   }
 
 
-def _subset(train_file: str, n: int, out: Path) -> Path:
+def first_trajectories(train_file: str | Path, n: int, out: Path) -> Path:
+  """The first ``n`` trajectories of ``train_file`` as ``out/sft.jsonl``."""
   lines = Path(train_file).read_text(encoding="utf-8").splitlines()
   if len(lines) < n:
     raise ValueError(
@@ -363,7 +364,7 @@ def env_scaling(
     out: dict[str, Any] = {"data": data, **{f"sft_{m}": [] for m in METRICS}}
     for n in sizes:
       print(f"--- seed {seed}: SFT on {n} trajectories")
-      train_file = _subset(data["train_file"], n, wd / f"n{n}")
+      train_file = first_trajectories(data["train_file"], n, wd / f"n{n}")
       r = train_and_evaluate(
         config,
         train_file,
@@ -473,7 +474,7 @@ def single_vs_composed(
     for arm, k in arms.items():
       out[f"data_{arm}"] = data = data_of[arm]
       print(f"--- seed {seed}: SFT on {budget} trajectories of K = {k} tasks ({arm})")
-      train_file = _subset(data["train_file"], budget, wd / arm)
+      train_file = first_trajectories(data["train_file"], budget, wd / arm)
       r = train_and_evaluate(
         config,
         train_file,

@@ -1,5 +1,7 @@
 """The reweighting experiment's wiring (rl.pipeline.reweighting), GRPO itself stubbed out."""
 
+from pathlib import Path
+
 import pytest
 
 from configs.experiments import get_config
@@ -55,3 +57,36 @@ def test_a_given_policy_needs_its_task_files(tmp_path):
   config.train_tasks = config.eval_tasks = str(tmp_path / "missing.jsonl")
   with pytest.raises(FileNotFoundError, match="train_tasks="):
     reweighting.reweighting(config, [0], tmp_path / "out")
+
+
+def test_each_seeds_sft_policy_trains_on_its_budget_of_composed_trajectories(tmp_path, monkeypatch):
+  config = get_config("reweighting")
+  assert config.tasks.num_services == 2 and config.grpo.data.min_length == 4096
+  config.sft_trajectories = 3
+  train = tmp_path / "sft.jsonl"
+  train.write_text("".join(f'{{"task_id": "t{i}"}}\n' for i in range(5)))
+  data = {
+    "train_file": str(train),
+    "eval_trajectories_file": "HELD_TRAJ",
+    "train_tasks_file": "TRAIN",
+    "eval_tasks_file": "HELD",
+  }
+  trained, started = [], []
+
+  def run_sft(sft_config, train_file, workdir, eval_file):
+    lines = Path(train_file).read_text().splitlines(keepends=True)
+    trained.append((lines, eval_file, sft_config.seed))
+
+  def run_grpo(config, init, tasks_file, workdir, eval_tasks_file=""):
+    started.append((str(init), tasks_file, eval_tasks_file))
+    return fake_summary()
+
+  monkeypatch.setattr(reweighting, "prepare", lambda *args: data)
+  monkeypatch.setattr(reweighting, "run_sft", run_sft)
+  monkeypatch.setattr(reweighting, "run_grpo", run_grpo)
+  reweighting.reweighting(config, [7], tmp_path / "out")
+  [(lines, eval_file, seed)] = trained
+  assert lines == [f'{{"task_id": "t{i}"}}\n' for i in range(3)]
+  assert (eval_file, seed) == ("HELD_TRAJ", 7)
+  sft_dir = str(tmp_path / "out" / "seed_7" / "sft")
+  assert started == [(sft_dir, "TRAIN", "HELD")] * len(config.rewards)
