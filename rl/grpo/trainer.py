@@ -420,6 +420,7 @@ def train(
       skipped = skip_without_signal and bool(np.all(flat_groups))
       new_shape = False
       rows = update_rows = batch["tokens"].shape[0]
+      trained_tokens = 0.0
       if skipped:  # every advantage 0: the policy gradient is 0, and nothing else is trained
         metrics = dict(SKIPPED_UPDATE)
         update_rows = 0
@@ -429,6 +430,7 @@ def train(
           picked, row_advantages = kept
           inputs = {k: batch[k][picked] for k in ROW_KEYS}
           update_rows = len(picked)
+        trained_tokens = float(inputs["segment_ids"].sum())
         shape = (inputs["tokens"].shape, inputs["loss_index"].shape)
         new_shape = shape not in shapes
         shapes.add(shape)
@@ -447,7 +449,7 @@ def train(
         update_seconds=t2 - t1,
         tokens_per_s=generated / (t2 - t0),
         sample_tokens_per_s=generated / (t1 - t0),
-        train_tokens_per_s=0.0 if skipped else float(batch["segment_ids"].sum()) / (t2 - t1),
+        train_tokens_per_s=trained_tokens / (t2 - t1),
         # rows the update ran on (optim.signal_groups_only: the groups with a spread, filled
         # to a power of two), of the batch's
         update_rows=float(update_rows),
