@@ -436,8 +436,8 @@ def single_vs_composed(
     raise ValueError(f"held_out_single needs single_k = 1, got {arms['single']}")
   metrics = dict(METRICS)
   if held_out_single:
-    metrics["single_pass_rate"] = "held-out single-service pass rate"
-    metrics["single_rubric_score"] = "held-out single-service rubric score"
+    metrics["single_tasks_pass_rate"] = "held-out single-service pass rate"
+    metrics["single_tasks_rubric_score"] = "held-out single-service rubric score"
 
   def single_data(seed: int, wd: Path, services: Sequence[str]) -> dict[str, Any]:
     single_config = ml_collections.ConfigDict(config.to_dict())
@@ -470,7 +470,7 @@ def single_vs_composed(
     if held_out_single:
       files = [data_of[arm]["train_file"] for arm in arms]
       overrides["tokenizer.path"] = shared_tokenizer(config, files, wd / "tokenizer")
-      more_evals["single"] = data_of["single"]["eval_tasks_file"]
+      more_evals["single_tasks"] = data_of["single"]["eval_tasks_file"]
     for arm, k in arms.items():
       out[f"data_{arm}"] = data = data_of[arm]
       print(f"--- seed {seed}: SFT on {budget} trajectories of K = {k} tasks ({arm})")

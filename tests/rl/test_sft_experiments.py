@@ -166,13 +166,13 @@ def test_single_vs_composed_scores_both_arms_on_both_held_out_sets(tmp_path, mon
   # both arms: held-out composed (K = 2) tasks, then held-out single-service (K = 1) ones
   assert scored == [
     ("single", "eval", {2}),
-    ("single", "eval_single", {1}),
+    ("single", "eval_single_tasks", {1}),
     ("composed", "eval", {2}),
-    ("composed", "eval_single", {1}),
+    ("composed", "eval_single_tasks", {1}),
   ]
   seed = json.loads((tmp_path / "run" / "seed_0" / "result.json").read_text())
   composed_services = set(seed["data_composed"]["train_services"])
   single_tasks = {t.id: t for t in load_tasks(seed["data_single"]["train_tasks_file"])}
   assert all(set(single_tasks[r["task_id"]].services) <= composed_services for r in trained[0][2])
-  assert summary["stats"]["composed_single_pass_rate"][0]["mean"] == 0.25
+  assert summary["stats"]["composed_single_tasks_pass_rate"][0]["mean"] == 0.25
   assert summary["stats"]["composed_pass_rate"][0]["mean"] == 0.5
