@@ -20,9 +20,8 @@ def _composed_regime(c: ml_collections.ConfigDict) -> None:
   """The CPU regime's recipe (configs/sft.py:cpu) on composed tasks: K = 2 tasks (walks of 3
   calls over ~80 service pairs) held out by pair, every training task spread round-robin over
   the pairs, 4K-token rows (the trajectories run to ~2.3K tokens, twice the K = 1 ones) and one
-  tokenizer per seed; held-out tasks decoded under the typed grammar with grounded strings."""
-  demo_tiny = demo.get_config("tiny")
-  c.trajectories, c.sft = demo_tiny.trajectories, demo_tiny.sft
+  tokenizer per seed; held-out tasks decoded under the typed grammar with grounded strings.
+  ``c`` holds configs/demo.py:tiny's trajectories and SFT recipe."""
   c.sft.data.seq_len = 4096
   c.sft.data.batch_size = 2  # the same 8K tokens a step as the regime's 4 x 2,048
   c.sft.data.num_epochs = 1
@@ -55,19 +54,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.eval.max_tasks = 16  # held-out tasks evaluated (the first of the split)
   c.sft = base.sft  # the recipe, the same for every arm (configs/sft.py:tiny)
 
-  if not test:
-    # The CPU regime's recipe (configs/sft.py:cpu) on composed tasks, whose oracle trajectories
-    # run to 3-5K tokens without discovery: 4K rows and contexts.
-    c.sft.data.seq_len = 4096
-    c.sft.data.batch_size = 4
-    c.eval.max_context = 4096
   if name == "env_scaling" and not test:
     # The CPU regime's tasks and recipe (configs/demo.py:tiny): K = 1, L = 2, 2K rows, batch 4.
     # With K = 1 the compositions are the services: a size-n arm trains on the tasks of n of
     # them, every arm is scored on the same held-out instances of all of them
     # (rl.pipeline.sft_experiments.service_scaling).
-    demo_tiny = demo.get_config("tiny")
-    c.tasks, c.trajectories, c.sft = demo_tiny.tasks, demo_tiny.trajectories, demo_tiny.sft
     c.split.mode = "instances"
     c.split.eval_fraction = 0.01  # 60 of 6,000 tasks held out
     c.eval.max_context = c.sft.data.seq_len

@@ -140,6 +140,11 @@ def rewards_and_advantages(
   return np.asarray(rewards), np.asarray(group_advantages(rewards, delta))
 
 
+def zero_advantage_groups(advantages: np.ndarray, tol: float = 1e-6) -> np.ndarray:
+  """bool [G]: the groups of ``advantages`` [G, N] whose every advantage is 0."""
+  return np.all(np.abs(advantages) < tol, axis=-1)
+
+
 def signal_rows(
   batch: Mapping[str, np.ndarray],
   advantages: np.ndarray,
@@ -158,7 +163,7 @@ def signal_rows(
   ``token-mean``). Returns (row indices, advantages [rows]), or None when every group is kept or
   the kept rows would not split into ``multiple`` equal parts (the batch's shards times its
   minibatches)."""
-  flat = np.all(np.abs(advantages) < tol, axis=-1)  # [G]
+  flat = zero_advantage_groups(advantages, tol)
   g, n = advantages.shape
   signal = [i for i in range(g) if not flat[i]]
   if not signal:

@@ -48,6 +48,7 @@ from rl.grpo.batches import (  # noqa: F401 (the batch functions, as rl.grpo has
   rollout_seed,
   signal_rows,
   step_task_indices,
+  zero_advantage_groups,
 )
 from rl.grpo.loss import GRPOLossConfig
 from rl.grpo.update import (  # noqa: F401 (the update step, as rl.grpo has always offered it)
@@ -285,11 +286,11 @@ def train(
   engine_factory = engine_factory or _default_engine
   g, n = config.data.tasks_per_step, config.rollout.num_rollouts
   oversample = config.data.get("oversample", 1)
-  # A step whose groups all lack a reward spread trains nothing when the loss has no KL or
-  # entropy term: optim.skip_without_signal skips its update (and its cost).
-  skip_without_signal = bool(config.optim.get("skip_without_signal", False)) and not (
-    config.loss.kl_coef or config.loss.entropy_coef
-  )
+  # Without a KL or entropy term only the policy gradient reads the advantages: a step whose
+  # groups all lack a reward spread trains nothing (optim.skip_without_signal skips its update)
+  # and a group without one adds nothing (optim.signal_groups_only leaves its rows out).
+  gradient_only = not (config.loss.kl_coef or config.loss.entropy_coef)
+  skip_without_signal = bool(config.optim.get("skip_without_signal", False)) and gradient_only
   # Floors on the update batch's length and loss-token width (assemble_batch): fixed shapes.
   floors = {
     "min_length": config.data.min_length,
@@ -326,12 +327,9 @@ def train(
     )
   tx = make_optimizer(config)
   # The update on the groups with a reward spread alone (signal_rows): the same policy-gradient
-  # term at the cost of their rows, when nothing else in the loss reads the others (no KL or
-  # entropy term) and one minibatch takes them all.
+  # term at the cost of their rows, when one minibatch takes them all.
   signal_groups_only = (
-    bool(config.optim.get("signal_groups_only", False))
-    and not (config.loss.kl_coef or config.loss.entropy_coef)
-    and mb == 1
+    bool(config.optim.get("signal_groups_only", False)) and gradient_only and mb == 1
   )
   signal_kw = {"aggregation": config.loss.aggregation, "multiple": shards}
 
@@ -416,7 +414,7 @@ def train(
         rollouts = regroup(rollouts, keep_groups(rewards, g), n)
         batch = assemble_batch(rollouts, g, n, coupling=coupling, **floors)
         rewards, advantages = rewards_and_advantages(batch, reward_fn, config.reward.delta)
-      flat_groups = np.all(np.abs(advantages) < 1e-6, axis=-1)  # [G]: every advantage 0
+      flat_groups = zero_advantage_groups(advantages)  # [G]
       skipped = skip_without_signal and bool(np.all(flat_groups))
       new_shape = False
       rows = update_rows = batch["tokens"].shape[0]

@@ -221,16 +221,22 @@ def services_subset(data: dict[str, Any], n: int, out: Path) -> tuple[Path, int]
       f"size {n}: the training tasks cover {len(data['services'])} services; sizes must be "
       f"1..{len(data['services'])}"
     )
-  keep = set(data["services"][:n])
-  service_of = {t.id: composition(t)[0] for t in load_tasks(data["train_tasks_file"])}
+  return in_services(data, data["services"][:n], out / SFT_FILE)
+
+
+def in_services(data: dict[str, Any], services: Sequence[str], out: Path) -> tuple[Path, int]:
+  """The trajectories of ``data["train_file"]`` whose task (in ``data["train_tasks_file"]``)
+  uses only ``services``, in their order, written to ``out``; returns it and their number."""
+  keep = set(services)
+  ids = {t.id for t in load_tasks(data["train_tasks_file"]) if set(t.services) <= keep}
   lines = [
     line
     for line in Path(data["train_file"]).read_text(encoding="utf-8").splitlines()
-    if service_of[json.loads(line)["task_id"]] in keep
+    if json.loads(line)["task_id"] in ids
   ]
-  out.mkdir(parents=True, exist_ok=True)
-  (out / SFT_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
-  return out / SFT_FILE, len(lines)
+  out.parent.mkdir(parents=True, exist_ok=True)
+  out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  return out, len(lines)
 
 
 def budget_overrides(
@@ -444,16 +450,8 @@ def single_vs_composed(
     single_config.tasks.num_tasks = config.single_tasks
     single_config.split.eval_fraction = config.single_eval_fraction
     data = prepare_instances(single_config, seed, wd)
-    ids = _task_ids(data["train_tasks_file"], set(services))
-    lines = [
-      line
-      for line in Path(data["train_file"]).read_text(encoding="utf-8").splitlines()
-      if json.loads(line)["task_id"] in ids
-    ]
-    (wd / "train" / "in_composed_services.jsonl").write_text(
-      "\n".join(lines) + "\n", encoding="utf-8"
-    )
-    return {**data, "train_file": str(wd / "train" / "in_composed_services.jsonl")}
+    train_file, _ = in_services(data, services, wd / "train" / "in_composed_services.jsonl")
+    return {**data, "train_file": str(train_file)}
 
   def one_seed(seed: int, wd: Path) -> dict[str, Any]:
     composed = prepare(config, seed, arms["composed"], wd / "data_composed")
@@ -496,11 +494,6 @@ def single_vs_composed(
     "single vs composed", results, "budget", {arm: [budget] for arm in arms}, workdir, metrics
   )
   return {**summary, "arms_k": arms}
-
-
-def _task_ids(tasks_file: str | Path, services: set[str]) -> set[str]:
-  """Ids of the tasks in ``tasks_file`` whose services all lie in ``services``."""
-  return {t.id for t in load_tasks(tasks_file) if set(t.services) <= services}
 
 
 def _services_of(trajectories_file: str | Path, tasks_file: str | Path) -> int:

@@ -272,7 +272,7 @@ def test_the_mask_is_what_each_token_walked_on_its_own_gives():
   symbols = list(vocab.symbols[:256]) + [tuple(w.encode()) for w in WORDS + words]
   symbols += list(vocab.symbols[256 + len(WORDS) :])
   vocab = Vocabulary(symbols)
-  call_sym = symbols.index(next(s for s in symbols if s == (CALL_SYM,)))
+  call_sym = symbols.index((CALL_SYM,))
   schemas = {
     ("invoicing", "t"): {
       **SCHEMAS[("invoicing", "t")],
