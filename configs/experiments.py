@@ -126,6 +126,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.init = ""
     c.train_tasks = ""  # tasks.jsonl (required with init)
     c.eval_tasks = ""  # held-out tasks.jsonl (required with init)
+    # With init: keep the tasks of at least this many rubric criteria (of both files); on a task
+    # of one criterion the three rewards are the same number. 0 = every task.
+    c.min_criteria = 0
 
   if test:  # demo.py:test's SFT and evaluation, a few tasks
     c.tasks.num_tasks = 40

@@ -24,7 +24,7 @@ from compoworld import (
   tool,
 )
 from compoworld.runtime.fields import Email, Text
-from compoworld.runtime.query import text_matches
+from compoworld.runtime.query import select
 from envs._world import seeded
 
 Response = Literal["needs_action", "accepted", "declined", "tentative"]
@@ -154,16 +154,16 @@ class CalendarService(Service):
       include_cancelled: include cancelled events.
     """
     self.state.calendars.check(calendar_id)
-    return sorted(
-      (
-        e
-        for e in self.state.events
-        if (include_cancelled or e.status == "confirmed")
-        and (calendar_id is None or e.calendar_id == calendar_id)
-        and (start_after is None or e.start >= start_after)
-        and (start_before is None or e.start < start_before)
+    return select(
+      self.state.events,
+      eq={"calendar_id": calendar_id},
+      ge={"start": start_after},
+      lt={"start": start_before},
+      text=query,
+      fields=("title", "description", "location"),
+      where=lambda e: (
+        (include_cancelled or e.status == "confirmed")
         and (attendee is None or any(a.id == attendee.lower() for a in e.attendees))
-        and text_matches(query, e.title, e.description, e.location)
       ),
       key=lambda e: (e.start, e.id),
     )

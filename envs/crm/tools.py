@@ -197,14 +197,11 @@ class CrmService(CrmData, Service):
     """
     self.state.contacts.check(contact_id)
     self.state.deals.check(deal_id)
-    found = [
-      a
-      for a in self.state.activities
-      if (contact_id is None or a.contact_id == contact_id)
-      and (deal_id is None or a.deal_id == deal_id)
-      and (kind is None or a.kind == kind)
-      and not (open_only and a.done)
-    ]
+    found = select(
+      self.state.activities,
+      eq={"contact_id": contact_id, "deal_id": deal_id, "kind": kind},
+      where=lambda a: not (open_only and a.done),
+    )
     pending = sorted((a for a in found if not a.done), key=lambda a: (a.due or a.created_at, a.id))
     done = sorted((a for a in found if a.done), key=lambda a: (a.completed_at, a.id), reverse=True)
     return pending + done

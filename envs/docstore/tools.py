@@ -173,14 +173,11 @@ class DocstoreService(Service):
       tag: only documents with this tag.
       owner: only documents owned by this email address.
     """
-    return sorted(
-      (
-        d
-        for d in self.state.documents
-        if (category is None or d.category == category)
-        and (tag is None or _tag(tag) in d.tags)
-        and (owner is None or d.owner == owner.lower())
-        and text_matches(query, d.title, " ".join(d.tags))
+    return select(
+      self.state.documents,
+      eq={"category": category, "owner": owner and owner.lower()},
+      where=lambda d: (
+        (tag is None or _tag(tag) in d.tags) and text_matches(query, d.title, " ".join(d.tags))
       ),
       key=lambda d: (d.title.lower(), d.id),
     )

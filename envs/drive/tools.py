@@ -25,7 +25,7 @@ from datetime import datetime
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, Table, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset
-from compoworld.runtime.query import paginate, text_matches
+from compoworld.runtime.query import page_of, paginate, text_matches
 from envs._world import world
 from envs.drive.data import DriveData
 from envs.drive.state import (
@@ -192,24 +192,25 @@ class DriveService(DriveData, Service):
     inside = None
     if folder_id is not None:
       inside = self._subtree(self.state.folders.get(folder_id).id)[0]
-    found = sorted(
-      (
-        f
-        for f in self.state.files
-        if (mime_type is None or f.mime_type == mime_type)
-        and (owner is None or f.owner == owner.lower())
-        and (inside is None or f.parent_id in inside)
+    return page_of(
+      self.state.files,
+      eq={"mime_type": mime_type, "owner": owner and owner.lower()},
+      ge={"updated_at": modified_after},
+      lt={"updated_at": modified_before},
+      text=query,
+      fields=("name", "content"),
+      where=lambda f: (
+        (inside is None or f.parent_id in inside)
         and (not starred_only or f.starred)
-        and (modified_after is None or f.updated_at >= modified_after)
-        and (modified_before is None or f.updated_at < modified_before)
         and text_matches(name, f.name)
-        and text_matches(query, f.name, f.content)
         and (include_trashed or self._trashed_by(f) is None)
       ),
       key=lambda f: (f.updated_at, f.id),
       reverse=True,
+      limit=limit,
+      offset=offset,
+      view=self._summary,
     )
-    return paginate(found, limit, offset, view=self._summary)
 
   @tool(
     mutates=False,

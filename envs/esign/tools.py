@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of, paginate, text_matches
+from compoworld.runtime.query import page_of
 from envs._world import FIRST, LAST, Contact, seeded, world
 from envs.esign.state import (
   REMINDER_GAP,
@@ -209,11 +209,15 @@ class EsignService(Service):
       limit: page size (1-100).
       offset: index of the first template to return.
     """
-    found = sorted(
-      (t for t in self.state.templates if text_matches(query, t.name, t.description)),
+    return page_of(
+      self.state.templates,
+      text=query,
+      fields=("name", "description"),
       key=lambda t: (t.name, t.id),
+      limit=limit,
+      offset=offset,
+      view=lambda t: t.model_dump(exclude={"document"}),
     )
-    return paginate(found, limit, offset, view=lambda t: t.model_dump(exclude={"document"}))
 
   @tool(mutates=False, consumes=("template.id",), produces=("document.text", "person.email"))
   def get_template(self, template_id: str) -> Template:

@@ -36,7 +36,7 @@ from compoworld import (
   tool,
 )
 from compoworld.runtime.fields import Email, Text
-from compoworld.runtime.query import text_matches
+from compoworld.runtime.query import select
 from envs._world import seeded, world
 
 ReportStatus = Literal["draft", "submitted", "approved", "rejected", "reimbursed"]
@@ -295,15 +295,15 @@ class ExpensesService(Service):
         reports waiting for them.
       query: words that must all appear in the title.
     """
-    return sorted(
-      (
-        r
-        for r in self.state.reports
-        if (status is None or r.status == status)
-        and (employee is None or r.employee == employee.lower())
-        and (approver is None or r.approver == approver.lower())
-        and text_matches(query, r.title)
-      ),
+    return select(
+      self.state.reports,
+      eq={
+        "status": status,
+        "employee": employee and employee.lower(),
+        "approver": approver and approver.lower(),
+      },
+      text=query,
+      fields=("title",),
       key=lambda r: (r.created_at, r.id),
       reverse=True,
     )

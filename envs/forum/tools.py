@@ -17,7 +17,7 @@ from typing import Literal
 
 from compoworld import Conflict, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Text
-from compoworld.runtime.query import text_matches
+from compoworld.runtime.query import select
 from envs._world import world
 from envs.forum.state import (
   POSTS,
@@ -193,18 +193,13 @@ class ForumService(Service):
     """
     self.state.communities.check(community_id)
     self.state.users.check(author)
-    posts = [
-      p
-      for p in self.state.posts
-      if (community_id is None or p.community_id == community_id)
-      and (author is None or p.author == author)
-      and text_matches(query, p.title, p.body, p.flair)
-    ]
-    if sort == "top":
-      posts.sort(key=lambda p: (-p.score, -p.created_at.timestamp(), p.id))
-    else:
-      posts.sort(key=lambda p: (-p.created_at.timestamp(), p.id))
-    return posts
+    return select(
+      self.state.posts,
+      eq={"community_id": community_id, "author": author},
+      text=query,
+      fields=("title", "body", "flair"),
+      key=lambda p: (-p.score if sort == "top" else 0, -p.created_at.timestamp(), p.id),
+    )
 
   @tool(mutates=False, consumes=("post.id",), produces=("post.id", "person.handle", "text"))
   def get_post(self, post_id: str) -> dict:

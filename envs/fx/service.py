@@ -333,10 +333,7 @@ class FxService(Service):
       currency: only the wallet in this currency.
     """
     code = self._currency(currency).id if currency else None
-    return sorted(
-      (w for w in self.state.wallets if code is None or w.currency == code),
-      key=lambda w: (w.currency, w.id),
-    )
+    return select(self.state.wallets, eq={"currency": code}, key=lambda w: (w.currency, w.id))
 
   @tool(mutates=False, consumes=("wallet.id",), produces=("money", "currency"))
   def get_wallet(self, wallet_id: str) -> dict:

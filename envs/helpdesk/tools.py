@@ -25,7 +25,7 @@ from datetime import timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import page_of, text_matches
+from compoworld.runtime.query import page_of, select
 from envs._world import world
 from envs.helpdesk.data import HelpdeskData
 from envs.helpdesk.state import (
@@ -171,22 +171,24 @@ class HelpdeskService(HelpdeskData, Service):
     if requester is not None:
       requester = self.state.requesters.get(requester.lower()).id
     want_tag = _tags((tag,), "tag")[0] if tag is not None else None
-    org = organization.lower() if organization is not None else None
-    found = [
-      t
-      for t in map(self._fresh, self.state.tickets)
-      if (status is None or t.status == status)
-      and (priority is None or t.priority == priority)
-      and (assignee is None or t.assignee == assignee)
-      and (not unassigned or t.assignee is None)
-      and (requester is None or t.requester == requester)
-      and (org is None or t.organization.lower() == org)
-      and (want_tag is None or want_tag in t.tags)
-      and (breached is None or t.sla_breached == breached)
-      and text_matches(query, t.subject, t.description)
-    ]
-    found.sort(key=lambda t: (t.created_at, t.id), reverse=True)
-    return found
+    return select(
+      map(self._fresh, self.state.tickets),
+      eq={
+        "status": status,
+        "priority": priority,
+        "assignee": assignee,
+        "requester": requester,
+        "sla_breached": breached,
+      },
+      same={"organization": organization},
+      text=query,
+      fields=("subject", "description"),
+      where=lambda t: (
+        (not unassigned or t.assignee is None) and (want_tag is None or want_tag in t.tags)
+      ),
+      key=lambda t: (t.created_at, t.id),
+      reverse=True,
+    )
 
   @tool(
     mutates=False,

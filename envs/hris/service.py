@@ -32,7 +32,7 @@ from compoworld import (
   tool,
 )
 from compoworld.runtime.fields import Email, Text
-from compoworld.runtime.query import text_matches
+from compoworld.runtime.query import select
 from envs._world import DEPARTMENTS, world
 
 Status = Literal["active", "on_leave", "terminated"]
@@ -259,17 +259,15 @@ class HrisService(Service):
     """
     self.state.departments.check(department)
     self.state.employees.check(manager_id)
-    return sorted(
-      (
-        e
-        for e in self.state.employees
-        if (e.status == status if status else e.status != "terminated")
-        and (department is None or e.department == department)
+    return select(
+      self.state.employees,
+      eq={"department": department, "manager_id": manager_id, "employment_type": employment_type},
+      same={"location": location},
+      text=query,
+      fields=("name", "email", "title"),
+      where=lambda e: (
+        (e.status == status if status else e.status != "terminated")
         and (title is None or title.lower() in e.title.lower())
-        and (manager_id is None or e.manager_id == manager_id)
-        and (location is None or e.location.lower() == location.lower())
-        and (employment_type is None or e.employment_type == employment_type)
-        and text_matches(query, e.name, e.email, e.title)
       ),
       key=lambda e: e.id,
     )

@@ -25,7 +25,7 @@ from datetime import date, datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Limit, Offset, Text
-from compoworld.runtime.query import paginate, select, text_matches
+from compoworld.runtime.query import page_of, paginate, select, text_matches
 from envs.invoicing.data import InvoicingData
 from envs.invoicing.state import (
   OPEN,
@@ -213,19 +213,19 @@ class InvoicingService(InvoicingData, Service):
     """
     self.state.customers.check(customer_id)
     names = {c.id: c.name for c in self.state.customers}
-    found = sorted(
-      (
-        i
-        for i in self.state.invoices
-        if (status is None or i.status == status)
-        and (customer_id is None or i.customer_id == customer_id)
-        and (overdue is None or (self._overdue_days(i) > 0) == overdue)
+    return page_of(
+      self.state.invoices,
+      eq={"status": status, "customer_id": customer_id},
+      where=lambda i: (
+        (overdue is None or (self._overdue_days(i) > 0) == overdue)
         and text_matches(query, i.reference, i.memo, names[i.customer_id])
       ),
       key=lambda i: (i.issue_date, i.reference),
       reverse=True,
+      limit=limit,
+      offset=offset,
+      view=self._view,
     )
-    return paginate(found, limit, offset, view=self._view)
 
   @tool(
     mutates=False,

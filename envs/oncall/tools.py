@@ -28,7 +28,7 @@ from typing import Literal
 from compoworld import Conflict, InvalidArgument, registry, tool
 from compoworld import Service as ServiceBase
 from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import paginate, select, text_matches
+from compoworld.runtime.query import page_of, select
 from envs._world import employee_email, world
 from envs.oncall.data import OncallData
 from envs.oncall.state import (
@@ -177,14 +177,12 @@ class OncallService(OncallData, ServiceBase):
       limit: page size (1-100).
       offset: index of the first schedule to return.
     """
-    found = sorted(
-      (s for s in self.state.schedules if member is None or member.lower() in s.rotation),
+    return page_of(
+      self.state.schedules,
+      where=lambda s: member is None or member.lower() in s.rotation,
       key=lambda s: (s.name, s.id),
-    )
-    return paginate(
-      found,
-      limit,
-      offset,
+      limit=limit,
+      offset=offset,
       view=lambda s: {
         **s.model_dump(),
         "on_call_now": self._on_call(s, self.state.now)[0],
@@ -283,22 +281,24 @@ class OncallService(OncallData, ServiceBase):
       offset: index of the first incident to return.
     """
     self.state.services.check(service_id)
-    found = sorted(
-      (
-        i
-        for i in self.state.incidents
-        if (service_id is None or i.service_id == service_id)
-        and (status is None or i.status == status)
-        and (not open_only or i.status != "resolved")
-        and (urgency is None or i.urgency == urgency)
-        and (assignee is None or i.assignee == assignee.lower())
-        and (created_after is None or i.created_at >= created_after)
-        and text_matches(query, i.title, i.description)
-      ),
+    return page_of(
+      self.state.incidents,
+      eq={
+        "service_id": service_id,
+        "status": status,
+        "urgency": urgency,
+        "assignee": assignee and assignee.lower(),
+      },
+      ge={"created_at": created_after},
+      text=query,
+      fields=("title", "description"),
+      where=lambda i: not open_only or i.status != "resolved",
       key=lambda i: (i.created_at, i.number),
       reverse=True,
+      limit=limit,
+      offset=offset,
+      view=self._view,
     )
-    return paginate(found, limit, offset, view=self._view)
 
   @tool(
     mutates=False,

@@ -23,7 +23,7 @@ from datetime import date
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import paginate, select, text_matches
+from compoworld.runtime.query import page_of, select
 from envs._world import employee_email, world
 from envs.projects.data import ProjectsData
 from envs.projects.state import (
@@ -162,22 +162,26 @@ class ProjectsService(ProjectsData, Service):
     if assignee is not None and unassigned:
       raise InvalidArgument("give either assignee or unassigned=true, not both")
     today, label = self.state.now.date(), label.strip().lower() if label else None
-    found = sorted(
-      (
-        t
-        for t in self.state.tasks
-        if (project_id is None or t.project_id == project_id)
-        and (assignee is None or t.assignee == assignee.lower())
-        and (not unassigned or t.assignee is None)
-        and (status is None or t.status == status)
-        and (priority is None or t.priority == priority)
+    return page_of(
+      self.state.tasks,
+      eq={
+        "project_id": project_id,
+        "assignee": assignee and assignee.lower(),
+        "status": status,
+        "priority": priority,
+      },
+      text=query,
+      fields=("id", "title", "description"),
+      where=lambda t: (
+        (not unassigned or t.assignee is None)
         and (label is None or label in t.labels)
         and (not overdue or self._overdue(t, today))
-        and text_matches(query, t.id, t.title, t.description)
       ),
       key=_task_order,
+      limit=limit,
+      offset=offset,
+      view=self._task_view,
     )
-    return paginate(found, limit, offset, view=self._task_view)
 
   @tool(
     mutates=False,

@@ -28,7 +28,7 @@ from pydantic import Field
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Limit, Offset, Text
-from compoworld.runtime.query import page_of
+from compoworld.runtime.query import page_of, select
 from envs._world import CITIES, STREETS, seeded, world
 from envs.shipping.state import (
   CARRIERS,
@@ -339,10 +339,7 @@ class ShippingService(Service):
     Args:
       carrier: only pickups of this carrier.
     """
-    return sorted(
-      (p for p in self.state.pickups if carrier is None or p.carrier == carrier),
-      key=lambda p: (p.date, p.id),
-    )
+    return select(self.state.pickups, eq={"carrier": carrier}, key=lambda p: (p.date, p.id))
 
   # --- writes ------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
-from compoworld.runtime.query import paginate, select, text_matches
+from compoworld.runtime.query import page_of, select
 from envs._world import COMPANIES, seeded
 from envs.simosphere.state import (
   DRAFTS,
@@ -316,15 +316,14 @@ class SimosphereService(Service):
       limit: page size (1-100).
       offset: index of the first document to return.
     """
-    docs = sorted(
-      (d for d in self.state.documents if text_matches(query, d.title, d.content)),
+    return page_of(
+      self.state.documents,
+      text=query,
+      fields=("title", "content"),
       key=lambda d: (d.updated_at, d.id),
       reverse=True,
-    )
-    return paginate(
-      docs,
-      limit,
-      offset,
+      limit=limit,
+      offset=offset,
       view=lambda d: {
         "id": d.id,
         "title": d.title,

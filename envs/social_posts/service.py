@@ -34,7 +34,7 @@ from compoworld import (
   tool,
 )
 from compoworld.runtime.fields import Limit, Offset, Text
-from compoworld.runtime.query import paginate, select
+from compoworld.runtime.query import page_of, select
 from envs._world import seeded, world
 
 Network = Literal["twitter", "linkedin", "instagram", "facebook"]
@@ -334,17 +334,15 @@ class SocialPostsService(Service):
         return a.likes + a.shares + a.clicks + a.comments
       return getattr(a, metric)
 
-    found = sorted(
-      (
-        p
-        for p in self.state.posts
-        if p.status == "published"
-        and (profile_id is None or p.profile_id == profile_id)
-        and (network is None or self.state.profiles.get(p.profile_id).network == network)
-      ),
+    return page_of(
+      self.state.posts,
+      eq={"status": "published", "profile_id": profile_id},
+      where=lambda p: network is None or self.state.profiles.get(p.profile_id).network == network,
       key=lambda p: (-score(p), p.id),
+      limit=limit,
+      offset=offset,
+      view=self._ranked,
     )
-    return paginate(found, limit, offset, view=self._ranked)
 
   # --- writes ------------------------------------------------------------------------------
 

@@ -6,16 +6,23 @@ Every arm's own reward is on its own scale, so besides it the training curves in
 every arm logs alike: the share of criteria its rollouts meet (the uniform reward) and their
 full-pass rate (the binary one). The held-out curve is the greedy policy's rubric score and pass
 rate on the held-out service sets every ``eval_every`` steps (step 0: the SFT policy).
+
+``--config.init=POLICY --config.train_tasks=T --config.eval_tasks=H`` starts every arm from one
+given policy (e.g. the demo's SFT policy) on given task files; ``--config.min_criteria=2`` keeps
+the tasks of both files with two or more rubric criteria, the only ones on which the three
+rewards differ.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import ml_collections
 
+from compoworld.jsonl import read_lines
 from rl.pipeline.experiments import band_note, curve, describe, over_seeds, run_seeds
 from rl.pipeline.plots import line_plot
 from rl.pipeline.run import run_grpo, run_sft
@@ -30,6 +37,17 @@ CURVES = {
   "eval_rubric_score": ("eval_rubric_score.png", "held-out rubric score", "eval"),
   "eval_pass_rate": ("eval_pass_rate.png", "held-out pass rate", "eval"),
 }
+
+
+def tasks_with_criteria(src: str | Path, min_criteria: int, dst: Path) -> tuple[Path, int]:
+  """The tasks of ``src`` whose rubric has at least ``min_criteria`` criteria, written to ``dst``
+  (the lines as they are); with fewer than two criteria the three rewards are the same number."""
+  dst.parent.mkdir(parents=True, exist_ok=True)
+  kept = [line for _, line in read_lines(src) if len(json.loads(line)["rubric"]) >= min_criteria]
+  if not kept:
+    raise ValueError(f"reweighting: no task of {src} has {min_criteria} or more criteria")
+  dst.write_text("".join(kept), encoding="utf-8")
+  return dst, len(kept)
 
 
 def reweighting(
@@ -48,10 +66,21 @@ def reweighting(
   for name in ("init", "train_tasks", "eval_tasks"):
     if config.get(name) and not Path(config[name]).exists():
       raise FileNotFoundError(f"reweighting: {name}={config[name]} does not exist")
+  given = {
+    "train_tasks_file": config.get("train_tasks", ""),
+    "eval_tasks_file": config.get("eval_tasks", ""),
+  }
+  if init and config.get("min_criteria"):  # only the tasks on which the rewards differ
+    for key, name in (("train_tasks_file", "train"), ("eval_tasks_file", "eval")):
+      path, count = tasks_with_criteria(
+        given[key], config.min_criteria, workdir / "tasks" / f"{name}.jsonl"
+      )
+      given[key] = str(path)
+      print(f"reweighting: {count} {name} tasks with {config.min_criteria}+ criteria -> {path}")
 
   def one_seed(seed: int, wd: Path) -> dict[str, Any]:
     if init:  # one given policy and task set for every seed
-      data = {"train_tasks_file": config.train_tasks, "eval_tasks_file": config.eval_tasks}
+      data = dict(given)
       policy = init
     else:
       data = prepare(config, seed, config.tasks.num_services, wd / "data")

@@ -1,5 +1,6 @@
 """The reweighting experiment's wiring (rl.pipeline.reweighting), GRPO itself stubbed out."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,37 @@ def test_from_a_given_policy_every_arm_starts_there_and_no_sft_runs(tmp_path, mo
   )
   assert summary["seeds"] == [0, 1] and summary["steps"] == [1, 2]
   assert all(p.endswith(".png") for p in summary["plots"])
+
+
+def ids(path):
+  return [json.loads(line)["id"] for line in Path(path).read_text().splitlines() if line]
+
+
+def test_min_criteria_keeps_the_tasks_on_which_the_rewards_differ(tmp_path, monkeypatch):
+  policy, train, held = tmp_path / "policy", tmp_path / "train.jsonl", tmp_path / "held.jsonl"
+  policy.mkdir()
+  one, two = (
+    {"id": "a", "rubric": [{"id": "c1"}]},
+    {"id": "b", "rubric": [{"id": "c1"}, {"id": "c2"}]},
+  )
+  train.write_text(f"{json.dumps(one)}\n{json.dumps(two)}\n")
+  held.write_text(f"{json.dumps(two)}\n\n{json.dumps(one)}\n")
+  played = []
+
+  def run_grpo(config, init, tasks_file, workdir, eval_tasks_file=""):
+    played.append((ids(tasks_file), eval_tasks_file))
+    return fake_summary()
+
+  monkeypatch.setattr(reweighting, "run_grpo", run_grpo)
+  config = get_config("reweighting_test")
+  config.init, config.train_tasks, config.eval_tasks = str(policy), str(train), str(held)
+  config.min_criteria = 2
+  reweighting.reweighting(config, [0], tmp_path / "out")
+  assert {tuple(ids) for ids, _ in played} == {("b",)}
+  assert ids(played[0][1]) == ["b"]
+  config.min_criteria = 3
+  with pytest.raises(ValueError, match=r"no task of .* has 3 or more criteria"):
+    reweighting.reweighting(config, [0], tmp_path / "out3")
 
 
 def test_a_given_policy_needs_its_task_files(tmp_path):
