@@ -4,6 +4,7 @@
 - ``prompts``: the prompts every meta-tool agent shares.
 - ``episode``: one agent on one task, then the verifier.
 - ``evaluation``: any agent on a task file, k samples per task, the paper's metrics.
+- ``divergence``: where failed episodes leave the oracle's path, by kind.
 - ``trajectories``: an agent plays each task; the verified successes are the SFT set.
 - ``llm_author``: the LLM task author (explore, design, probe, submit), an agent that authors.
 - ``demo``: gate a task, solve it with the oracle, verify, report.

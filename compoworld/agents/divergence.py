@@ -1,0 +1,216 @@
+"""Where a failed episode leaves the oracle's path: the first tool call that differs from the
+oracle's, and of what kind.
+
+A policy that fails a task does so at some step; the pass rate alone does not say which. Walking
+the episode's ``call_tool`` calls beside the oracle's (``oracle_calls``: the oracle as the SFT
+data played it, e.g. without the reads nothing needs; or the task's whole reference solution),
+discovery calls skipped, the first difference is one of:
+
+- ``malformed_call``: the call's arguments are not a JSON object;
+- ``skipped_step`` / ``repeated_call`` / ``other_tool``: another tool than the reference's next,
+  one the reference calls later, one already called, or one it never calls;
+- ``missing_argument`` / ``extra_argument``: the right tool, an argument left out or added;
+- ``value_visible``: the right tool and arguments, but a value differs and the right one was
+  already in the conversation (the instruction or an earlier reply): a copy or a choice gone wrong;
+- ``value_unseen``: a value differs and the right one was not in the conversation yet (a read
+  the agent skipped or a value it had to work out);
+- ``ended_early``: a final answer before the reference's calls were all made;
+- ``out_of_turns``: the episode stopped (turn or context limit) before that;
+- ``after_reference``: every call was made as the oracle made it, and the task still failed (a
+  wrong final answer, or a later extra call).
+
+A policy may reach the goal by another path than the oracle's; this is the first step where it
+leaves *that* path, the one its training data showed it.
+``python -m experiments.failure_breakdown`` runs it over an evaluation's results.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from compoworld.agents.agent import OracleAgent
+from compoworld.agents.episode import run_episode
+from compoworld.agents.trajectories import tool_steps
+from compoworld.tasks.task import Task
+
+KINDS = (
+  "malformed_call",
+  "skipped_step",
+  "repeated_call",
+  "other_tool",
+  "missing_argument",
+  "extra_argument",
+  "value_visible",
+  "value_unseen",
+  "ended_early",
+  "out_of_turns",
+  "after_reference",
+)
+
+
+def visible(value: Any, text: str) -> bool:
+  """Whether ``value`` is written in ``text``: a string as it is, a number as a whole number
+  (not inside a longer one), a list or object when every value in it is."""
+  if isinstance(value, bool) or value is None:
+    return False
+  if isinstance(value, str):
+    return bool(value) and value in text
+  if isinstance(value, int | float):
+    shown = str(int(value)) if float(value).is_integer() else str(value)
+    return re.search(rf"(?<![\d.]){re.escape(shown)}(?![\d])", text) is not None
+  if isinstance(value, Mapping):
+    return all(visible(v, text) for v in value.values())
+  if isinstance(value, Sequence):
+    return all(visible(v, text) for v in value)
+  return False
+
+
+def oracle_calls(task: Task, **oracle_settings: Any) -> list[dict[str, Any]]:
+  """The ``call_tool`` calls (``service``, ``tool``, ``arguments``) of the oracle's episode on
+  ``task``, played with ``oracle_settings`` (``OracleAgent``'s ``discovery``, ``reads``)."""
+  traj, _ = run_episode(OracleAgent(**oracle_settings), task)
+  if not traj.result.success:
+    raise ValueError(f"the oracle does not solve task {task.id!r} with {oracle_settings}")
+  return [step["arguments"] for step in tool_steps(traj.messages) if step["name"] == "call_tool"]
+
+
+def _argument_difference(got: Mapping[str, Any], want: Mapping[str, Any]) -> str | None:
+  """The first argument that differs: the reference's in its order, then the extra ones."""
+  for key in list(want) + [k for k in got if k not in want]:
+    if got.get(key) != want.get(key) or (key in got) != (key in want):
+      return key
+  return None
+
+
+def _text(message: Mapping[str, Any]) -> str:
+  content = message.get("content") or ""
+  return content if isinstance(content, str) else json.dumps(content)
+
+
+def first_divergence(
+  reference: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+  """The first step at which ``messages`` (an episode, OpenAI chat format) leaves ``reference``
+  (calls as ``service``, ``tool``, ``arguments``): ``kind`` (one of ``KINDS``), ``step``
+  (reference calls matched before it) and ``calls`` (the reference's length), with the tool,
+  argument and values where they apply."""
+  out: dict[str, Any] = {"step": 0, "calls": len(reference)}
+  seen = "\n".join(_text(m) for m in messages[:2])  # the system turn and the instruction
+  matched = 0
+  steps = iter(tool_steps(messages))
+  for message in messages[2:]:
+    if message.get("role") == "tool":
+      seen += "\n" + _text(message)
+      continue
+    if message.get("role") != "assistant":
+      continue
+    if not message.get("tool_calls"):  # a final answer
+      kind = "after_reference" if matched == len(reference) else "ended_early"
+      return {**out, "kind": kind, "step": matched}
+    for _ in message["tool_calls"]:
+      step = next(steps)
+      if step["name"] != "call_tool":
+        continue  # list_services, list_tools, describe_tool: discovery
+      call = step["arguments"]
+      if not isinstance(call, dict):
+        return {**out, "kind": "malformed_call", "step": matched}
+      if matched == len(reference):
+        return {**out, "kind": "after_reference", "step": matched, "tool": call.get("tool")}
+      want = reference[matched]
+      here = {**out, "step": matched, "tool": want["tool"]}
+      name = (call.get("service"), call.get("tool"))
+      if name != (want["service"], want["tool"]):
+        names = [(r["service"], r["tool"]) for r in reference]
+        kind = (
+          "repeated_call"
+          if name in names[:matched]
+          else "skipped_step"
+          if name in names[matched + 1 :]
+          else "other_tool"
+        )
+        return {**here, "kind": kind, "got": call.get("tool")}
+      got_args = call.get("arguments") or {}
+      if not isinstance(got_args, dict):
+        return {**here, "kind": "malformed_call"}
+      key = _argument_difference(got_args, want["arguments"])
+      if key is not None:
+        got, wanted = got_args.get(key), want["arguments"].get(key)
+        if key not in got_args:
+          kind = "missing_argument"
+        elif key not in want["arguments"]:
+          kind = "extra_argument"
+        else:
+          kind = "value_visible" if visible(wanted, seen) else "value_unseen"
+        return {**here, "kind": kind, "argument": key, "got": got, "want": wanted}
+      matched += 1
+  kind = "after_reference" if matched == len(reference) else "out_of_turns"
+  return {**out, "kind": kind, "step": matched}
+
+
+def breakdown(
+  references: Mapping[str, Sequence[Mapping[str, Any]]],
+  results: Iterable[Mapping[str, Any]],
+  examples: int = 5,
+) -> dict[str, Any]:
+  """Every sample of ``results`` (an evaluation's ``results.jsonl`` rows) against its task's
+  reference calls (``references``: task id → calls, e.g. ``oracle_calls``): how many passed, and
+  the failed ones by the kind of their first divergence, each with its share of the failures
+  and a few examples."""
+  counts: Counter[str] = Counter()
+  shown: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+  samples = passed = 0
+  for row in results:
+    reference = references.get(row["task_id"])
+    if reference is None:
+      raise KeyError(f"task {row['task_id']!r} of the results is not in the tasks file")
+    for sample in row["samples"]:
+      samples += 1
+      if sample.get("success"):
+        passed += 1
+        continue
+      where = first_divergence(reference, sample.get("messages") or [])
+      counts[where["kind"]] += 1
+      if len(shown[where["kind"]]) < examples:
+        shown[where["kind"]].append({"task_id": row["task_id"], **where})
+  failed = samples - passed
+  return {
+    "samples": samples,
+    "passed": passed,
+    "failed": failed,
+    "kinds": {
+      kind: {"count": counts[kind], "share": round(counts[kind] / failed, 4) if failed else 0.0}
+      for kind in KINDS
+    },
+    "examples": {kind: rows for kind, rows in shown.items() if rows},
+  }
+
+
+def markdown(
+  summary: Mapping[str, Any], title: str = "Where failed episodes leave the oracle's path"
+) -> str:
+  """The breakdown as a table (kind, failures, share) and its examples."""
+  lines = [
+    f"# {title}",
+    "",
+    f"{summary['samples']} samples, {summary['passed']} passed, {summary['failed']} failed.",
+    "",
+    "| first divergence | failures | share |",
+    "| --- | ---: | ---: |",
+  ]
+  for kind, row in summary["kinds"].items():
+    if row["count"]:
+      lines.append(f"| {kind} | {row['count']} | {row['share']:.2f} |")
+  for kind, rows in summary["examples"].items():
+    lines += ["", f"## {kind}", ""]
+    for r in rows:
+      detail = ", ".join(
+        f"{k}={json.dumps(r[k], ensure_ascii=False)[:80]}"
+        for k in ("tool", "argument", "got", "want")
+        if k in r
+      )
+      lines.append(f"- {r['task_id']} (step {r['step']} of {r['calls']}): {detail}")
+  return "\n".join(lines) + "\n"
