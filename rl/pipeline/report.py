@@ -1,5 +1,6 @@
 """The pipeline's ``report.md``: library and task statistics, training curves (PNG), the
-before/after evaluation table and one example trajectory."""
+before/after evaluation table, where the trained policies' failed episodes leave the oracle's
+path, and one example trajectory."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from compoworld.agents.divergence import KINDS, breakdown, oracle_calls
 from compoworld.agents.episode import Trajectory, render_transcript
+from compoworld.jsonl import read_lines
 from compoworld.tasks.rubric import VerifyResult
 from compoworld.tasks.task import load_tasks
 from rl.decoding.modes import DECODINGS
@@ -139,6 +142,41 @@ def example_transcript(workdir: Path, name: str) -> str | None:
   return render_transcript(traj, tasks[first["task_id"]])
 
 
+def failure_breakdowns(
+  workdir: str | Path, names: list[str], oracle: dict[str, Any]
+) -> dict[str, dict[str, int]]:
+  """For each evaluation in ``names`` with results in ``workdir/eval``: its failed episodes
+  counted by where they first leave the oracle's path (played with ``oracle``, the SFT data's
+  settings; `compoworld.agents.divergence`)."""
+  wd = Path(workdir)
+  runs = {n: wd / "eval" / n / "results.jsonl" for n in names}
+  rows = {
+    n: [json.loads(line) for _, line in read_lines(p)] for n, p in runs.items() if p.is_file()
+  }
+  wanted = {r["task_id"] for rs in rows.values() for r in rs}
+  if not wanted:
+    return {}
+  tasks = [t for t in load_tasks(wd / "split" / "eval.jsonl") if t.id in wanted]
+  references = {t.id: oracle_calls(t, **oracle) for t in tasks}
+  return {
+    n: {kind: row["count"] for kind, row in breakdown(references, rs)["kinds"].items()}
+    for n, rs in rows.items()
+  }
+
+
+def _failure_lines(failures: dict[str, dict[str, int]], evaluations: dict[str, Any]) -> list[str]:
+  names = [(n, label) for n, label in _rows(evaluations) if n in failures]
+  kinds = [k for k in KINDS if any(failures[n].get(k) for n, _ in names)]
+  if not names or not kinds:
+    return []
+  lines = ["", "Failed episodes by where they first leave the oracle's path (its calls as the SFT"]
+  lines += ["data plays them; `python -m experiments.failure_breakdown` lists examples):", ""]
+  return lines + _table(
+    ["first divergence", *(label for _, label in names)],
+    [[kind, *(failures[n].get(kind, 0) for n, _ in names)] for kind in kinds],
+  )
+
+
 def write_report(
   summary: dict[str, Any], evaluations: dict[str, dict[str, Any]], workdir: str | Path
 ) -> dict[str, str]:
@@ -238,6 +276,7 @@ def write_report(
       for n, label in _rows(evaluations)
     ],
   )
+  lines += _failure_lines(summary.get("failures") or {}, evaluations)
   last = next((n for n in ("after_grpo", "after_sft", "before_sft") if n in evaluations), None)
   transcript = example_transcript(wd, last) if last else None
   if transcript:

@@ -39,7 +39,7 @@ from compoworld.tasks.task import Task, load_tasks, save_tasks
 from rl.compile_cache import use_compilation_cache
 from rl.decoding.modes import DECODINGS
 from rl.decoding.modes import check_decodings as check_named
-from rl.pipeline.report import write_report
+from rl.pipeline.report import failure_breakdowns, write_report
 from rl.pipeline.stages import POLICIES, STAGES, eval_name
 from rl.serve.policy import POLICY_DIR
 
@@ -382,6 +382,8 @@ def run(
       "stages_run": list(stages),
       "stage_seconds": {**earlier_seconds, **stage.seconds},
     }
+    trained = [n for n in evaluations if n.startswith(("after_sft", "after_grpo"))]
+    summary["failures"] = failure_breakdowns(wd, trained, oracle_kwargs(config))
     summary["files"] = write_report(summary, evaluations, wd)
   summary["stage_seconds"] = {**earlier_seconds, **stage.seconds}
   summary["seconds"] = stage.total

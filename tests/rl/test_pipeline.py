@@ -89,6 +89,14 @@ def test_pipeline_end_to_end_at_a_minimal_size(tmp_path):
   for heading in ("## Service library", "## Tasks", "## Held-out evaluation", "Example trajectory"):
     assert heading in report
   assert "| policy after SFT, constrained+grounded decoding |" in report
+  # the trained policies' failed episodes, each counted once by its first divergence
+  trained = [n for n in names if not n.startswith("before_sft")]
+  assert set(on_disk["failures"]) == set(trained)
+  for name in trained:
+    row = on_disk["evaluation"][name]
+    failed = round(row["tasks"] * (1 - row["pass_rate"]))  # one sample a task
+    assert sum(on_disk["failures"][name].values()) == failed, (name, on_disk["failures"][name])
+  assert "| first divergence | policy after SFT |" in report
   assert (tmp_path / "sft_loss.png").stat().st_size > 1000
   if HAS_GRPO:
     assert (tmp_path / "grpo_curves.png").stat().st_size > 1000
