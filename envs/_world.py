@@ -222,6 +222,16 @@ def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
   return 2 * 6371.0 * math.asin(min(1.0, math.sqrt(a)))
 
 
+class WorldUser:
+  """For a service used by one person: ``self.user`` is the email of the shared world's first
+  person, whom every service of a seed serves (the agent acts as them: the default author,
+  owner, assignee or sender)."""
+
+  @property
+  def user(self) -> str:
+    return world(self.state.seed).people[0].email  # type: ignore[attr-defined]
+
+
 def employee_email(seed: int, email: str, argument: str = "") -> str:
   """``email`` lower-cased, once it is the address of an employee of the world of ``seed``;
   anyone else is a 404 ``NotFound`` (naming the tool's ``argument``, when given)."""

@@ -20,7 +20,7 @@ from datetime import date, datetime
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.runtime.fields import Email, Money, Text
 from compoworld.runtime.query import select
-from envs._world import employee_email, world
+from envs._world import WorldUser, employee_email, world
 from envs.crm.data import CrmData
 from envs.crm.state import (
   CLOSED,
@@ -39,18 +39,13 @@ from envs.crm.state import (
 
 
 @registry.register
-class CrmService(CrmData, Service):
+class CrmService(CrmData, WorldUser, Service):
   name = "crm"
   domain = "sales_crm"
   description = "Sales CRM: accounts, contacts, deals through the pipeline, logged activities."
   State = CrmState
 
   # --- helpers -----------------------------------------------------------------------------
-
-  @property
-  def user(self) -> str:
-    """The CRM user's email: the world's first person."""
-    return world(self.state.seed).people[0].email
 
   def _future_date(self, value: date, argument: str) -> date:
     today = self.state.now.date()

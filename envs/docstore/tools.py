@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Text
 from compoworld.runtime.query import select, text_matches
-from envs._world import DEPARTMENTS, seeded, world
+from envs._world import DEPARTMENTS, WorldUser, seeded
 from envs.docstore.state import (
   _WORD,
   STOPWORDS,
@@ -51,7 +51,7 @@ from envs.docstore.state import (
 
 
 @registry.register
-class DocstoreService(Service):
+class DocstoreService(WorldUser, Service):
   name = "docstore"
   domain = "knowledge_search"
   description = "Paged manuals, policies, contracts and reports: search, read, annotate."
@@ -131,11 +131,6 @@ class DocstoreService(Service):
       )
 
   # --- helpers -----------------------------------------------------------------------------
-
-  @property
-  def user(self) -> str:
-    """The email of the reader the agent works for."""
-    return world(self.state.seed).people[0].email
 
   def _page(self, document_id: str, number: int) -> Page:
     doc = self.state.documents.get(document_id)

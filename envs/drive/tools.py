@@ -26,7 +26,7 @@ from datetime import datetime
 from compoworld import Conflict, InvalidArgument, NotFound, Service, Table, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset
 from compoworld.runtime.query import page_of, paginate, text_matches
-from envs._world import world
+from envs._world import WorldUser
 from envs.drive.data import DriveData
 from envs.drive.state import (
   DOC,
@@ -44,18 +44,13 @@ from envs.drive.state import (
 
 
 @registry.register
-class DriveService(DriveData, Service):
+class DriveService(DriveData, WorldUser, Service):
   name = "drive"
   domain = "productivity"
   description = "Folders and files: browse, search, read, create, move, share and trash them."
   State = DriveState
 
   # --- helpers -----------------------------------------------------------------------------
-
-  @property
-  def user(self) -> str:
-    """The signed-in user's email address."""
-    return world(self.state.seed).people[0].email
 
   def _item(self, item_id: str) -> Folder | File:
     item = self.state.folders.find(item_id) or self.state.files.find(item_id)

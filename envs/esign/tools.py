@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of
-from envs._world import FIRST, LAST, Contact, seeded, world
+from envs._world import FIRST, LAST, Contact, WorldUser, seeded
 from envs.esign.state import (
   REMINDER_GAP,
   TEMPLATES,
@@ -45,7 +45,7 @@ from envs.esign.state import (
 
 
 @registry.register
-class EsignService(Service):
+class EsignService(WorldUser, Service):
   name = "esign"
   domain = "sales_crm"
   description = "E-signature envelopes: templates, signers in routing order, send, sign, void."
@@ -166,11 +166,6 @@ class EsignService(Service):
     return state
 
   # --- helpers -----------------------------------------------------------------------------
-
-  @property
-  def user(self) -> str:
-    """The signed-in user's email address."""
-    return world(self.state.seed).people[0].email
 
   def _in(self, envelope_id: str, allowed: tuple[str, ...], action: str) -> Envelope:
     env = self.state.envelopes.get(envelope_id)

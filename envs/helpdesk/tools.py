@@ -26,7 +26,7 @@ from datetime import timedelta
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of, select
-from envs._world import world
+from envs._world import WorldUser, world
 from envs.helpdesk.data import HelpdeskData
 from envs.helpdesk.state import (
   SLA_HOURS,
@@ -46,18 +46,13 @@ from envs.helpdesk.state import (
 
 
 @registry.register
-class HelpdeskService(HelpdeskData, Service):
+class HelpdeskService(HelpdeskData, WorldUser, Service):
   name = "helpdesk"
   domain = "support"
   description = "Support tickets with SLAs, comments, agents, requesters and macros."
   State = HelpdeskState
 
   # --- helpers -----------------------------------------------------------------------------
-
-  @property
-  def user(self) -> str:
-    """The email of the admin the agent works for: the default author and assignee."""
-    return world(self.state.seed).people[0].email
 
   def _fresh(self, ticket: Ticket) -> Ticket:
     """The ticket with its SLA breach flag as of now (the stored one is as of its last write)."""

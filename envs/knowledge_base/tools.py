@@ -20,7 +20,7 @@ from datetime import timedelta
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of, paginate, text_matches
-from envs._world import seeded, world
+from envs._world import WorldUser, seeded
 from envs.docstore import snippet
 from envs.knowledge_base.state import (
   MIN_BODY,
@@ -37,7 +37,7 @@ from envs.knowledge_base.state import (
 
 
 @registry.register
-class KnowledgeBaseService(Service):
+class KnowledgeBaseService(WorldUser, Service):
   name = "knowledge_base"
   domain = "support"
   description = "Help-center articles in sections: write, publish, archive, search and vote."
@@ -122,11 +122,6 @@ class KnowledgeBaseService(Service):
     return state
 
   # --- helpers -----------------------------------------------------------------------------
-
-  @property
-  def user(self) -> str:
-    """The editor the agent works for: default author and voter."""
-    return world(self.state.seed).people[0].email
 
   def _check_title(self, section_id: str, title: str, article_id: str | None = None) -> None:
     for a in self.state.articles:

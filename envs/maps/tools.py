@@ -32,7 +32,7 @@ from pydantic import Field
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Text
 from compoworld.runtime.query import select
-from envs._world import CITIES, STREETS, seeded, world
+from envs._world import CITIES, STREETS, WorldUser, seeded
 from envs.maps.state import (
   AIRPORTS,
   BAD,
@@ -59,7 +59,7 @@ from envs.maps.state import (
 
 
 @registry.register
-class MapsService(Service):
+class MapsService(WorldUser, Service):
   name = "maps"
   domain = "location_travel"
   description = "Places, opening hours, directions and travel times, saved lists and reviews."
@@ -182,10 +182,6 @@ class MapsService(Service):
       )
 
   # --- helpers -----------------------------------------------------------------------------
-
-  @property
-  def user(self) -> str:
-    return world(self.state.seed).people[0].email
 
   def _resolve(self, ref: str, argument: str) -> Place:
     """A place id, or the place whose name and address best match the text."""

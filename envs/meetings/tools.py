@@ -26,7 +26,7 @@ from typing import Literal
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Text
 from compoworld.runtime.query import select, text_matches
-from envs._world import seeded, world
+from envs._world import WorldUser, seeded
 from envs.meetings.state import (
   LINES,
   ROLES,
@@ -45,7 +45,7 @@ from envs.meetings.state import (
 
 
 @registry.register
-class MeetingsService(Service):
+class MeetingsService(WorldUser, Service):
   name = "meetings"
   domain = "productivity"
   description = "Video meetings: schedule, register people, start and end, recordings, transcripts."
@@ -161,11 +161,6 @@ class MeetingsService(Service):
     )
 
   # --- helpers -----------------------------------------------------------------------------
-
-  @property
-  def user(self) -> str:
-    """The signed-in user's email address."""
-    return world(self.state.seed).people[0].email
 
   def _hosted(self, meeting_id: str, action: str) -> Meeting:
     meeting = self.state.meetings.get(meeting_id)

@@ -29,7 +29,7 @@ from compoworld import Conflict, InvalidArgument, registry, tool
 from compoworld import Service as ServiceBase
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of, select
-from envs._world import employee_email, world
+from envs._world import WorldUser, employee_email
 from envs.oncall.data import OncallData
 from envs.oncall.state import (
   MAX_SHIFT_WINDOW,
@@ -48,17 +48,13 @@ from envs.oncall.state import (
 
 
 @registry.register
-class OncallService(OncallData, ServiceBase):
+class OncallService(OncallData, WorldUser, ServiceBase):
   name = "oncall"
   domain = "software_devops"
   description = "On-call schedules, escalation policies and incidents: trigger, ack, resolve."
   State = OncallState
 
   # --- helpers -----------------------------------------------------------------------------
-
-  @property
-  def user(self) -> str:
-    return world(self.state.seed).people[0].email
 
   def _on_call(self, schedule: Schedule, at: datetime) -> tuple[str | None, str | None]:
     """(who is on call, the override that put them there or None)."""

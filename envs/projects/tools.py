@@ -24,7 +24,7 @@ from datetime import date
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of, select
-from envs._world import employee_email, world
+from envs._world import WorldUser, employee_email
 from envs.projects.data import ProjectsData
 from envs.projects.state import (
   STATUSES,
@@ -43,17 +43,13 @@ from envs.projects.state import (
 
 
 @registry.register
-class ProjectsService(ProjectsData, Service):
+class ProjectsService(ProjectsData, WorldUser, Service):
   name = "projects"
   domain = "operations"
   description = "Project boards: tasks, workflow, assignees, dependencies, comments, burndown."
   State = ProjectsState
 
   # --- helpers -----------------------------------------------------------------------------
-
-  @property
-  def user(self) -> str:
-    return world(self.state.seed).people[0].email
 
   def _task_view(self, task: Task) -> dict:
     today = self.state.now.date()

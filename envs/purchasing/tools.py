@@ -23,7 +23,7 @@ from datetime import date, datetime, timedelta
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Text
 from compoworld.runtime.query import select
-from envs._world import employee_email, seeded, world
+from envs._world import WorldUser, employee_email, seeded
 from envs.purchasing.state import (
   APPROVAL_LIMIT,
   COMMITTED,
@@ -47,7 +47,7 @@ from envs.purchasing.state import (
 
 
 @registry.register
-class PurchasingService(Service):
+class PurchasingService(WorldUser, Service):
   name = "purchasing"
   domain = "operations"
   description = "Purchase orders to vendors: draft, submit, approve, receive goods, track spend."
@@ -174,11 +174,6 @@ class PurchasingService(Service):
     )
 
   # --- helpers -----------------------------------------------------------------------------
-
-  @property
-  def user(self) -> str:
-    """The buyer the agent works for: the first person of the world."""
-    return world(self.state.seed).people[0].email
 
   def _order(self, po: str) -> PurchaseOrder:
     """An order by id or by PO number."""

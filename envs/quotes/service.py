@@ -34,7 +34,7 @@ from compoworld import (
 )
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of, select
-from envs._world import employee_email, seeded, world
+from envs._world import WorldUser, employee_email, seeded, world
 
 Status = Literal["draft", "pending_approval", "approved", "sent", "accepted", "rejected", "expired"]
 Quantity = Annotated[int, Field(ge=1, le=100_000, description="Number of units, at least 1.")]
@@ -126,7 +126,7 @@ def _needs_approval(quote: Quote) -> list[str]:
 
 
 @registry.register
-class QuotesService(Service):
+class QuotesService(WorldUser, Service):
   name = "quotes"
   domain = "sales_crm"
   description = "CPQ quoting: price book, quotes with discounts and tax, approval, send, accept."
@@ -190,11 +190,6 @@ class QuotesService(Service):
     return state
 
   # --- helpers -----------------------------------------------------------------------------
-
-  @property
-  def user(self) -> str:
-    """The rep using the tool: the world's first person."""
-    return world(self.state.seed).people[0].email
 
   def _editable(self, quote_id: str) -> Quote:
     quote = self.state.quotes.get(quote_id)

@@ -35,7 +35,7 @@ from compoworld import (
 )
 from compoworld.runtime.fields import Limit, Offset, Text
 from compoworld.runtime.query import page_of, select
-from envs._world import seeded, world
+from envs._world import WorldUser, seeded
 
 Network = Literal["twitter", "linkedin", "instagram", "facebook"]
 PostStatus = Literal["draft", "scheduled", "published", "failed"]
@@ -122,7 +122,7 @@ def _metrics(rng: random.Random, followers: int) -> dict:
 
 
 @registry.register
-class SocialPostsService(Service):
+class SocialPostsService(WorldUser, Service):
   name = "social_posts"
   domain = "marketing"
   description = "Social media scheduler: draft, schedule and publish posts; read their analytics."
@@ -213,11 +213,6 @@ class SocialPostsService(Service):
     return state
 
   # --- helpers -----------------------------------------------------------------------------
-
-  @property
-  def user(self) -> str:
-    """The scheduler's user: the world's first person."""
-    return world(self.state.seed).people[0].email
 
   def _check_content(self, profile: Profile, text: str, media: tuple[str, ...]) -> None:
     if len(text) > profile.char_limit:

@@ -28,7 +28,7 @@ from typing import Literal
 from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Text
 from compoworld.runtime.query import select
-from envs._world import seeded, world
+from envs._world import WorldUser, seeded, world
 from envs.warehouse.state import (
   SQL_TABLES,
   CustomerRow,
@@ -46,7 +46,7 @@ from envs.warehouse.state import (
 
 
 @registry.register
-class WarehouseService(Service):
+class WarehouseService(WorldUser, Service):
   name = "warehouse"
   domain = "data_analytics"
   description = "A SQL data warehouse of customers, orders, revenue and support metrics."
@@ -223,11 +223,6 @@ class WarehouseService(Service):
     )
 
   # --- helpers -----------------------------------------------------------------------------
-
-  @property
-  def user(self) -> str:
-    """The analyst the agent works for: owner of the queries and exports it makes."""
-    return world(self.state.seed).people[0].email
 
   # --- reads: catalogue --------------------------------------------------------------------
 
