@@ -3,9 +3,9 @@
 
 Defaults run the CPU learning regime's recipe (configs/sft.py:cpu) on the tasks each question
 needs, sized for about an hour per seed on 2 CPU cores: ``env_scaling`` (K = 1, services as the
-compositions) took 27-34 min a seed on 2026-12-05 (``--config.budget=epochs``: 84 min for
-three seeds), ``single_vs_composed`` (K = 2 vs K = 1,
-4K rows) 45 min for its seed 0, partly beside a test run; ``reweighting`` is not timed yet. On an accelerator scale them up by flag, e.g.
+compositions) took 27-34 min a seed on 2026-12-05 (``--config.budget=epochs``: 84 min for three
+seeds), ``single_vs_composed`` (K = 2 vs K = 1, 4K rows) 45 min for each of seeds 0 and 1, partly
+beside a test run; ``reweighting`` is not timed yet. On an accelerator scale them up by flag, e.g.
 ``--config.sizes=100,500,1000,3000 --config.tasks.num_tasks=8000`` (the paper's sizes) with
 ``--config.sft.model.name=small --config.sft.data.seq_len=4096`` and so on for the recipe.
 """
