@@ -9,15 +9,12 @@ first divergences by kind (a failed copy, a skipped step, an early final answer,
 examples, and writes it to ``DIR/breakdown.md``, the numbers to ``DIR/summary.json``.
 """
 
-import json
 from pathlib import Path
 
 from absl import flags
 
 from compoworld.agents.agent import OracleAgent
-from compoworld.agents.divergence import breakdown, markdown, oracle_calls
-from compoworld.jsonl import read_lines
-from compoworld.tasks.task import load_tasks
+from compoworld.agents.divergence import breakdown, markdown, read_results, reference_calls
 from experiments.common import run_main, write_summary
 
 _RESULTS = flags.DEFINE_string(
@@ -49,14 +46,9 @@ def main(argv):
     results = results / "results.jsonl"
   if not results.exists():
     raise FileNotFoundError(f"--results: {results} does not exist")
-  rows = [json.loads(line) for _, line in read_lines(results)]
-  wanted = {row["task_id"] for row in rows}
-  tasks = [t for t in load_tasks(_TASKS.value) if t.id in wanted]
-  if _PATH.value == "oracle":
-    settings = {"discovery": _DISCOVERY.value, "reads": _READS.value}
-    references = {t.id: oracle_calls(t, **settings) for t in tasks}
-  else:
-    references = {t.id: [c.model_dump() for c in t.reference_solution] for t in tasks}
+  rows = read_results(results)
+  oracle = {"discovery": _DISCOVERY.value, "reads": _READS.value}
+  references = reference_calls(_TASKS.value, rows, oracle if _PATH.value == "oracle" else None)
   summary = breakdown(references, rows, examples=_EXAMPLES.value)
   text = markdown(summary, title=f"Where failed episodes leave the oracle's path: {results}")
   print(text)

@@ -30,12 +30,14 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from compoworld.agents.agent import OracleAgent
 from compoworld.agents.episode import run_episode
 from compoworld.agents.trajectories import tool_steps
-from compoworld.tasks.task import Task
+from compoworld.jsonl import read_lines
+from compoworld.tasks.task import Task, load_tasks
 
 KINDS = (
   "malformed_call",
@@ -76,6 +78,26 @@ def oracle_calls(task: Task, **oracle_settings: Any) -> list[dict[str, Any]]:
   if not traj.result.success:
     raise ValueError(f"the oracle does not solve task {task.id!r} with {oracle_settings}")
   return [step["arguments"] for step in tool_steps(traj.messages) if step["name"] == "call_tool"]
+
+
+def read_results(path: str | Path) -> list[dict[str, Any]]:
+  """An evaluation's ``results.jsonl`` rows (a task and its samples each)."""
+  return [json.loads(line) for _, line in read_lines(path)]
+
+
+def reference_calls(
+  tasks_file: str | Path,
+  results: Iterable[Mapping[str, Any]],
+  oracle_settings: Mapping[str, Any] | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+  """Task id → the calls the failed samples of ``results`` are compared with, for the tasks of
+  ``tasks_file`` those results played: the oracle's, played with ``oracle_settings``, or with
+  None the task's whole reference solution."""
+  wanted = {row["task_id"] for row in results}
+  tasks = [t for t in load_tasks(tasks_file) if t.id in wanted]
+  if oracle_settings is None:
+    return {t.id: [c.model_dump() for c in t.reference_solution] for t in tasks}
+  return {t.id: oracle_calls(t, **oracle_settings) for t in tasks}
 
 
 def _argument_difference(got: Mapping[str, Any], want: Mapping[str, Any]) -> str | None:

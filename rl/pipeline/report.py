@@ -9,9 +9,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from compoworld.agents.divergence import KINDS, breakdown, oracle_calls
+from compoworld.agents.divergence import KINDS, breakdown, read_results, reference_calls
 from compoworld.agents.episode import Trajectory, render_transcript
-from compoworld.jsonl import read_lines
 from compoworld.tasks.rubric import VerifyResult
 from compoworld.tasks.task import load_tasks
 from rl.decoding.modes import DECODINGS
@@ -150,14 +149,11 @@ def failure_breakdowns(
   settings; `compoworld.agents.divergence`)."""
   wd = Path(workdir)
   runs = {n: wd / "eval" / n / "results.jsonl" for n in names}
-  rows = {
-    n: [json.loads(line) for _, line in read_lines(p)] for n, p in runs.items() if p.is_file()
-  }
-  wanted = {r["task_id"] for rs in rows.values() for r in rs}
-  if not wanted:
+  rows = {n: read_results(p) for n, p in runs.items() if p.is_file()}
+  if not any(rows.values()):
     return {}
-  tasks = [t for t in load_tasks(wd / "split" / "eval.jsonl") if t.id in wanted]
-  references = {t.id: oracle_calls(t, **oracle) for t in tasks}
+  played = [r for rs in rows.values() for r in rs]
+  references = reference_calls(wd / "split" / "eval.jsonl", played, oracle)
   return {
     n: {kind: row["count"] for kind, row in breakdown(references, rs)["kinds"].items()}
     for n, rs in rows.items()
