@@ -15,6 +15,7 @@ states its arguments, and the offline world model answers a read the same way al
 
 from __future__ import annotations
 
+import copy
 import random
 import re
 from collections.abc import Iterable
@@ -30,6 +31,7 @@ from compoworld.specs.schema_values import example, is_valid
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import FacetRegistry, Found, Revisit, Sink, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
+from compoworld.tasks.task import name_words
 
 #: Kinds whose values a compiled field can take from, and hand to, other services.
 _KINDS = (
@@ -196,26 +198,44 @@ def _source(e: _Entity, field: str, kind: str):
   return fn
 
 
-def _create_args(e: _Entity, ctx: AuthorContext, tool: str, path: Path, value: Any) -> dict:
+def _create_args(e: _Entity, ctx: AuthorContext, tool: str) -> dict:
+  """A create tool's arguments besides the sink's value: an example of its schema, with each
+  reference to another record set to an existing one."""
   plan = e.cls.plans[tool]
-  schema = e.cls.tools[tool].input_schema
-  args = example(schema, random.Random(ctx.rng.getrandbits(64)))
+  args = example(e.cls.tools[tool].input_schema, random.Random(ctx.rng.getrandbits(64)))
   for ref_path, target in plan.refs:
     ids = ctx.state(e.service).table(e.cls.entities[target].table).ids()
     if ids and (ref_path[0] in args):
       typed = int(ids[0]) if e.cls.entities[target].integer_ids else ids[0]
       _set(args, ref_path, typed)
-  _set(args, path, value)
-  if not is_valid(args, schema):
-    raise AuthoringError("value_does_not_fit", f"{e.service}.{tool}")
   return args
+
+
+def _told(args: Any, skip: Path, at: tuple = ()) -> list[tuple[str, Any]]:
+  """The arguments besides the one at ``skip`` that an agent could only copy (ids, keys, email
+  addresses: ``name_words``), so the instruction states them."""
+  if isinstance(args, dict):
+    return [kv for k, v in args.items() for kv in _told(v, skip, (*at, k))]
+  if isinstance(args, list):
+    return [kv for v in args for kv in _told(v, skip, at)]
+  return [(at[-1], args)] if at and at != tuple(skip) and name_words(at[-1], args) else []
 
 
 def _sink(e: _Entity, tool: str, path: Path, field: str, kind: str) -> Sink:
   since = "created_at" in e.plan.stamps
+  schema = e.cls.tools[tool].input_schema
 
-  def act(ctx: AuthorContext, target: Any, v: Value) -> None:
-    ctx.call(e.service, tool, **_create_args(e, ctx, tool, path, v.value))
+  def act(ctx: AuthorContext, target: dict[str, Any], v: Value) -> None:
+    args = _set(copy.deepcopy(target), path, v.value)
+    if not is_valid(args, schema):
+      raise AuthoringError("value_does_not_fit", f"{e.service}.{tool}")
+    ctx.call(e.service, tool, **args)
+
+  def phrase(ctx: AuthorContext, target: dict[str, Any], obj: str) -> str:
+    told = ", ".join(f"{e.words(k)} {_label(v)}" for k, v in _told(target, path))
+    return f"create {_article(e.thing)} in {e.display} with {obj} as its {e.words(field)}" + (
+      f" ({told})" if told else ""
+    )
 
   def check(ctx: AuthorContext, target: Any, v: Value) -> dict[str, Any]:
     conds = [where(field, v.value)]
@@ -227,12 +247,10 @@ def _sink(e: _Entity, tool: str, path: Path, field: str, kind: str) -> Sink:
     e.service,
     kind,
     f"{tool}_{field}",
-    prepare=lambda ctx: None,
+    prepare=lambda ctx: _create_args(e, ctx, tool),
     act=act,
     check=check,
-    phrase=lambda ctx, t, obj: (
-      f"create {_article(e.thing)} in {e.display} with {obj} as its {e.words(field)}"
-    ),
+    phrase=phrase,
     text=lambda ctx, t, v: f"A new {e.thing} in {e.display} has {e.words(field)} {v.label}.",
     single=True,
   )

@@ -142,7 +142,8 @@ def save_tasks(tasks: Iterable[Task], path: str | Path) -> None:
 def gate_failures(task: Task) -> list[str]:
   """The verification gates every emitted task must pass; returns the reasons it fails.
 
-  probe runs with no error envelope; v(g) = 1; no criterion already credited at s0; dropping
+  probe runs with no error envelope; v(g) = 1; the probe writes no id, key or email address it
+  has not been shown (``unshown_values``); no criterion already credited at s0; dropping
   any single write of the probe fails some criterion; replacing the revisited value with its
   stale reading (``meta["stale_substitution"]``) fails some criterion.
   """
@@ -163,6 +164,8 @@ def gate_failures(task: Task) -> list[str]:
     reasons.append(f"probe_error_at_call_{bad[0]}")
   if not task.verify(env, task.reference_answer).success:
     reasons.append("reference_not_accepted")
+  if unshown := unshown_values(task.instruction, task.reference_solution, outputs):
+    reasons.append(f"unshown_value_at_call_{unshown[0][0]}")
   if task.goal_hash and env.state_hash() != task.goal_hash:
     reasons.append("goal_hash_mismatch")
   for i in writes:
@@ -224,6 +227,54 @@ def _shows(text: str, value: Any) -> bool:
   return any(re.search(rf"(?<![\w.,]){re.escape(f)}(?![\w]|[.,]\d)", text) for f in _forms(value))
 
 
+#: Words that name a record or a person: an email address, or an id or key with a digit
+#: ("inv_edff9e11", "INV-5945", "MOB-16").
+_NAME_WORD = re.compile(
+  r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\b[A-Za-z]+[-_][A-Za-z0-9_-]*\d[A-Za-z0-9_-]*"
+)
+
+
+def _keyed_scalars(value: Any, key: str = "") -> Iterable[tuple[str, Any]]:
+  """``_scalars`` with the name of the argument (or nested key) each one is passed under."""
+  if isinstance(value, dict):
+    for k, v in value.items():
+      if k not in _PAGING:
+        yield from _keyed_scalars(v, k)
+  elif isinstance(value, list):
+    for v in value:
+      yield from _keyed_scalars(v, key)
+  elif isinstance(value, str | int | float) and not isinstance(value, bool):
+    yield key, value
+
+
+def unshown_values(
+  instruction: str, calls: list[ToolCall], outputs: list[Envelope]
+) -> list[tuple[int, str, str]]:
+  """What ``calls`` write that no one playing them could know: ``(call, argument, word)`` for
+  each id, key or email address in a string argument that neither the instruction nor an
+  earlier reply shows (an argument named ``id`` or ``*_id`` counts whole). An agent finds such
+  a value by reading; a solution that writes it unread teaches guessing."""
+  replies = [json.dumps(o) for o in outputs]
+  found = []
+  for j, call in enumerate(calls):
+    texts = [instruction, *replies[:j]]
+    for key, value in _keyed_scalars(call.arguments):
+      if not any(_shows(t, value) for t in texts):
+        found += [
+          (j, key, w) for w in name_words(key, value) if not any(_shows(t, w) for t in texts)
+        ]
+  return found
+
+
+def name_words(key: str, value: Any) -> list[str]:
+  """The ids, keys and email addresses in an argument ``key``'s ``value`` that an agent can
+  only copy, never make up: the whole value of an ``id`` or ``*_id`` argument, else each email
+  address and id-like word of a string."""
+  if not isinstance(value, str):
+    return []
+  return [value] if key == "id" or key.endswith(("_id", "_ids")) else _NAME_WORD.findall(value)
+
+
 def _evidence(value: Any, shown: Callable[[Any], bool]) -> list[Any] | None:
   """What must stay shown for a call to copy ``value``, given whether the whole solution's
   context ``shown`` a value: the value itself; else the shown words of a multi-word string
@@ -234,10 +285,15 @@ def _evidence(value: Any, shown: Callable[[Any], bool]) -> list[Any] | None:
     return [value]
   if not isinstance(value, str):
     return None
-  words = value.split()
-  if len(words) == 1:
+  # Words without the punctuation a template puts around them: the name in "(Soylent
+  # Grocers)", the address in "Looping in kenji.walsh@oscorplabs.com: could you ...".
+  words = [w.strip(".-") for w in re.findall(r"[\w@.+-]+", value)]
+  words = [w for w in words if w]
+  if kept := [w for w in words if shown(w)]:
+    return kept
+  if len(words) <= 1 and not _NAME_WORD.search(value):
     return []
-  return [w for w in words if shown(w)] or None
+  return None
 
 
 def needed_calls(task: Task) -> list[ToolCall]:
@@ -291,4 +347,11 @@ def needed_calls(task: Task) -> list[ToolCall]:
     return list(calls)
   lean = [calls[i] for i in sorted(kept)]
   env, _ = task.replay(s0.fork(), calls=lean)
-  return lean if task.verify(env, task.reference_answer).success else list(calls)
+  if not task.verify(env, task.reference_answer).success:
+    return list(calls)
+  # A safety net under the word matching above: the shortened solution writes nothing unread
+  # that the whole one does not.
+  unread = unshown_values(task.instruction, lean, [outputs[i] for i in sorted(kept)])
+  return (
+    list(calls) if len(unread) > len(unshown_values(task.instruction, calls, outputs)) else lean
+  )

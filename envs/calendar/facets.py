@@ -109,8 +109,9 @@ facets.sink(
 
 
 def _new_meeting(ctx: AuthorContext) -> dict:
-  cal = next(c for c in ctx.state(S).calendars if c.name == "Work")
-  return {"title": f"{topic(ctx)} follow-up", "calendar_id": cal.id}
+  # The agent's way to "my Work calendar": list the calendars (their ids are not told).
+  cal = next(c for c in ctx.call(S, "list_calendars") if c["name"] == "Work")
+  return {"title": f"{topic(ctx)} follow-up", "calendar_id": cal["id"]}
 
 
 def _schedule(ctx: AuthorContext, target: dict, value: Value) -> None:

@@ -211,7 +211,13 @@ def _my_draft(ctx: AuthorContext, items: int = 0) -> dict:
   """A draft report of the user's, found the way the agent would, and what to log on it."""
   me, title = user(ctx), topic(ctx)
   _scenario_report(ctx, me, title, "draft", items)
-  report = _find(ctx, title, employee=me.email, status="draft")
+  # By title and status, as the agent can: the instruction says "my", not who the user is; so
+  # the user's draft must be the one draft of that title.
+  hits = ctx.call(S, "list_reports", query=title, status="draft")["items"]
+  drafts = [r for r in hits if r["title"] == title]
+  if [r["employee"] for r in drafts] != [me.email]:
+    raise AuthoringError("draft_not_unique", title)
+  report = ctx.call(S, "get_report", report_id=drafts[0]["id"])
   # A category the draft has no expense in yet, so the new expense is told apart.
   used = {i["category"] for i in report["items"]}
   cat, _limit, _desc, merchants, *_ = ctx.choice([p for p in POLICIES if p[0] not in used])
@@ -318,7 +324,9 @@ facets.sink(
     where("title", str(v.value)),
     where("created_at", ctx.since(S), "ge"),
   ),
-  phrase=lambda ctx, t, obj: f"start a new draft expense report of mine with {obj} as its title",
+  phrase=lambda ctx, t, obj: (
+    f"start a new draft expense report of mine ({t['me']}) with {obj} as its title"
+  ),
   text=lambda ctx, t, v: f'I have a new draft expense report titled "{v.label}".',
 )
 

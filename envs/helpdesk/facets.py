@@ -420,7 +420,7 @@ for kind in ("text", "url"):
     ),
     phrase=lambda ctx, t, obj: (
       f"add {obj} to that ticket as an internal note and hand the ticket over to "
-      f"{t['successor']['name']}"
+      f"{t['successor']['name']} ({t['successor']['email']})"
     ),
     text=lambda ctx, t, v: (
       f'"{t["subject"]}" is assigned to {t["successor"]["name"]} with a handover note '

@@ -89,9 +89,12 @@ def _scenario_bills(ctx: AuthorContext, count: int = 1) -> tuple[str, Any, list[
   return name, vendor, entries
 
 
-def _find(ctx: AuthorContext, memo: str) -> dict:
-  """The agent's way to an entry: search the journal by memo, then open it."""
-  hits = ctx.call(S, "list_entries", query=memo)["items"]
+def _find(ctx: AuthorContext, memo: str, query: str | None = None) -> dict:
+  """The agent's way to an entry: search the journal by ``query`` (default: the memo), the
+  words the instruction gives, then open it; the entry must be the search's one hit."""
+  hits = ctx.call(S, "list_entries", query=query or memo)["items"]
+  if query is not None and [e["memo"] for e in hits] != [memo]:
+    raise AuthoringError("entry_not_unique", query)
   hit = next(e for e in hits if e["memo"] == memo)
   return ctx.call(S, "get_entry", entry_id=hit["id"])
 
@@ -131,7 +134,7 @@ def sale_invoice_number(ctx: AuthorContext) -> Found:
   memo = f"Invoice {ref} to {cust.name} - {name}"
   revenue = ctx.choice(("4000", "4100", "4200"))
   _put_entry(ctx, day, memo, ref, "1100", revenue, round(ctx.rng.uniform(1500, 30000), 2))
-  found = _find(ctx, memo)
+  found = _find(ctx, memo, query=f"{cust.name} {name}")  # the invoice number is what is sought
   return found_one(
     "reference",
     f"the invoice number of the {cust.name} sale for {name} booked in the ledger",

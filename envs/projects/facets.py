@@ -44,6 +44,13 @@ def _project_key(name: str) -> str:
   return name.split()[0][:4].upper()
 
 
+def _key(ctx: AuthorContext, project) -> str:
+  """The agent's way to a project's key, which the instruction does not give: search the
+  projects by name."""
+  hits = ctx.call(S, "list_projects", query=project.name)["items"]
+  return next(p["id"] for p in hits if p["id"] == project.id)
+
+
 def _put_project(ctx: AuthorContext, name: str, members: list[str], start: date) -> dict:
   """Adds a scenario project on ``name``, led by the user, to s0."""
   return ctx.put(
@@ -165,7 +172,7 @@ def _labelled_tasks(ctx: AuthorContext) -> tuple[str, object, list[dict]]:
       story_points=ctx.choice((1, 2, 3, 5, 8)),
       priority=ctx.choice(("medium", "high")),
     )
-  page = ctx.call(S, "search_tasks", project_id=project.id, label=label, limit=100)
+  page = ctx.call(S, "search_tasks", project_id=_key(ctx, project), label=label, limit=100)
   return label, project, page["items"]
 
 
@@ -272,7 +279,11 @@ def _join(ctx: AuthorContext, project_id: str, email: str) -> None:
 
 def _task_for_target(ctx: AuthorContext) -> dict:
   project = _project(ctx)
-  return {"project_id": project.id, "project": project.name, "title": f"{topic(ctx)} handover"}
+  return {
+    "project_id": _key(ctx, project),
+    "project": project.name,
+    "title": f"{topic(ctx)} handover",
+  }
 
 
 def _create_task_for(ctx: AuthorContext, t: dict, v: Value) -> None:
@@ -368,7 +379,7 @@ for kind, words in (("date", "{obj}"), ("datetime", "the day of {obj}")):
 
 def _board(ctx: AuthorContext) -> dict:
   project = _project(ctx)
-  return {"project_id": project.id, "project": project.name}
+  return {"project_id": _key(ctx, project), "project": project.name}
 
 
 facets.sink(

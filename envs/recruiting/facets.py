@@ -225,6 +225,10 @@ def open_offer_salaries(ctx: AuthorContext) -> Found:
   job = job.model_dump(mode="json")
   for _ in range(ctx.rng.randint(2, 3)):
     _candidate(ctx, "offer", (4, 3), offer="extended", job=job)
+  # The agent's way to the role's id: search the open jobs by the title the instruction gives.
+  hits = ctx.call(S, "list_jobs", status="open", query=job["title"])["items"]
+  if [j["id"] for j in hits if j["title"] == job["title"]] != [job["id"]]:
+    raise AuthoringError("job_title_not_unique", job["title"])
   apps = ctx.call(S, "list_applications", job_id=job["id"], stage="offer", limit=100)["items"]
   offers = []
   for a in apps:

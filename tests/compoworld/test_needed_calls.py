@@ -8,7 +8,14 @@ import pytest
 from compoworld.agents.agent import OracleAgent
 from compoworld.agents.episode import run_episode
 from compoworld.tasks.generate import generate_tasks
-from compoworld.tasks.task import _shows, needed_calls
+from compoworld.tasks.task import (
+  ToolCall,
+  _evidence,
+  _shows,
+  gate_failures,
+  needed_calls,
+  unshown_values,
+)
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +99,62 @@ def test_an_oracle_playing_the_needed_reads_solves_the_tasks_in_fewer_calls(task
   assert saved > 0
   with pytest.raises(ValueError, match="valid: all, needed"):
     OracleAgent(reads="some")
+
+
+def _ok(data) -> dict:
+  return {"ok": True, "status": 200, "data": data}
+
+
+def test_unshown_values_are_ids_keys_and_addresses_nothing_showed_before_the_call():
+  found = _ok({"items": [{"id": "je_1", "reference": "INV-5945", "owner": "ana.li@acme.com"}]})
+  calls = [
+    ToolCall(service="ledger", tool="list_entries", arguments={"query": "Globex Delta"}),
+    ToolCall(service="ledger", tool="post", arguments={"reference": "INV-5945", "memo": "Paid"}),
+    ToolCall(service="helpdesk", tool="add_comment", arguments={"body": "Looping in ana.li@acme.com: look"}),
+    ToolCall(service="projects", tool="search_tasks", arguments={"project_id": "MOB", "limit": 100}),
+  ]  # fmt: skip
+  instruction = "Find the Globex Delta invoice."
+  outputs = [found, _ok({}), _ok({}), _ok({})]
+  assert unshown_values(instruction, calls, outputs) == [(3, "project_id", "MOB")]
+  # Without the search's reply the number and the address are guesses too.
+  assert unshown_values(instruction, calls, [_ok({})] * 4) == [
+    (1, "reference", "INV-5945"),
+    (2, "body", "ana.li@acme.com"),
+    (3, "project_id", "MOB"),
+  ]
+  # What the instruction gives is known; so is a value the caller writes itself.
+  assert unshown_values("In MOB, file INV-5945.", calls[1:2] + calls[3:], [_ok({})] * 2) == []
+
+
+def test_evidence_finds_the_words_a_template_puts_punctuation_around():
+  text = 'Ask "kenji.walsh@oscorplabs.com"; the customer is "Soylent Grocers".'
+
+  def shown(v):
+    return _shows(text, v)
+
+  body = "Looping in kenji.walsh@oscorplabs.com: could you take a look?"
+  assert "kenji.walsh@oscorplabs.com" in _evidence(body, shown)
+  assert _evidence("Orchid review (Soylent Grocers)", shown) == ["Soylent", "Grocers"]
+  assert _evidence("pending", shown) == []  # a single word of the caller's own: an enum value
+  assert _evidence("SUP-1171", shown) is None  # a key no text shows: not the caller's choice
+
+
+def test_the_gate_rejects_a_solution_that_writes_an_id_it_never_read(tasks):
+  task = tasks[0]  # list_entries -> get_entry -> post_journal_entry (the golden case above)
+  assert gate_failures(task) == []
+  blind = task.model_copy(update={"reference_solution": task.reference_solution[1:]})
+  assert "unshown_value_at_call_0" in gate_failures(blind)  # get_entry's id, never listed
+
+
+def test_generated_tasks_and_their_needed_reads_write_nothing_unread():
+  """The facets that wrote a project key, the user's address or a sought invoice number
+  without reading them now read first, and the shortened solutions keep those reads."""
+  tasks, stats = generate_tasks(300, seed=0, progress=False, k=1, min_walk=2, max_walk=2)
+  assert not any(r.startswith("unshown") for r in stats.get("rejected", {}))
+  tools = set()
+  for task in tasks:
+    for calls in (task.reference_solution, needed_calls(task)):
+      _, outputs = task.replay(calls=calls)
+      assert unshown_values(task.instruction, calls, outputs) == [], task.id
+    tools |= {(c.service, c.tool) for c in task.reference_solution}
+  assert {("projects", "list_projects"), ("expenses", "list_reports")} <= tools
