@@ -219,7 +219,7 @@ def _forms(value: Any) -> list[str]:
   return forms
 
 
-def _shows(text: str, value: Any) -> bool:
+def shows(text: str, value: Any) -> bool:
   """Whether ``text`` (an instruction or a rendered tool reply) holds ``value`` verbatim in one
   of its forms, a number between non-digits."""
   if isinstance(value, str):
@@ -259,9 +259,9 @@ def unshown_values(
   for j, call in enumerate(calls):
     texts = [instruction, *replies[:j]]
     for key, value in _keyed_scalars(call.arguments):
-      if not any(_shows(t, value) for t in texts):
+      if not any(shows(t, value) for t in texts):
         found += [
-          (j, key, w) for w in name_words(key, value) if not any(_shows(t, w) for t in texts)
+          (j, key, w) for w in name_words(key, value) if not any(shows(t, w) for t in texts)
         ]
   return found
 
@@ -319,12 +319,12 @@ def needed_calls(task: Task) -> list[ToolCall]:
     word = word.rstrip(".,;:!?")
     if re.fullmatch(r"-?[\d,]*\d(?:\.\d+)?", word):
       answer.append(float(word.replace(",", "")))
-    elif word and not _shows(task.instruction, word) and any(_shows(r, word) for r in replies):
+    elif word and not shows(task.instruction, word) and any(shows(r, word) for r in replies):
       answer.append(word)
   needs = [list(_scalars(c.arguments)) for c in calls] + [answer]
 
   def shown(value: Any, j: int, kept: set[int]) -> bool:
-    return _shows(task.instruction, value) or any(_shows(replies[i], value) for i in kept if i < j)
+    return shows(task.instruction, value) or any(shows(replies[i], value) for i in kept if i < j)
 
   everything = set(range(len(calls)))
   copied: list[list[Any]] = []  # per call (and the answer last): what must stay shown before it

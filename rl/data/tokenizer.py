@@ -41,8 +41,11 @@ CHAT_SYSTEMS = ("full", "brief")
 #: memo or email before the id it then copies, so the id that follows a matched field is that
 #: record's own).
 CHAT_REPLIES = ("as_sent", "ids_last")
+#: ``composed``: the ``[service, tool, parameter]`` a policy's training data writes as its own text
+#: rather than a copy of the conversation (`rl.decoding.arguments.composed_arguments`), which
+#: grounded decoding then leaves free.
 #: The chat format a tokenizer has unless set otherwise; only what differs is saved in `CHAT_FILE`.
-CHAT_DEFAULTS = {"system": "full", "replies": "as_sent"}
+CHAT_DEFAULTS = {"system": "full", "replies": "as_sent", "composed": ()}
 #: What `load_tokenizer` looks for, in order of preference.
 TOKENIZER_FILES = (HF_TOKENIZER_FILE, SENTENCEPIECE_FILE)
 #: A Hugging Face tokenizer's pad token when neither its config nor its ``tokenizer.json`` names
@@ -89,9 +92,11 @@ class SentencePieceTokenizer:
   chat_system = "full"
   #: How renderers of this tokenizer write tool replies (`CHAT_REPLIES`).
   chat_replies = "as_sent"
+  #: The arguments grounded decoding leaves free (`CHAT_DEFAULTS`' ``composed``).
+  chat_composed: tuple[tuple[str, str, str], ...] = ()
 
   def __reduce__(self):
-    state = {"chat_system": self.chat_system, "chat_replies": self.chat_replies}
+    state = {k: getattr(self, k) for k in ("chat_system", "chat_replies", "chat_composed")}
     return (SentencePieceTokenizer, (self._proto,), state)
 
   @classmethod
@@ -240,9 +245,10 @@ class HFTokenizer:
 
   chat_system = "full"  # as SentencePieceTokenizer's
   chat_replies = "as_sent"
+  chat_composed: tuple[tuple[str, str, str], ...] = ()
 
   def __reduce__(self):
-    state = {"chat_system": self.chat_system, "chat_replies": self.chat_replies}
+    state = {k: getattr(self, k) for k in ("chat_system", "chat_replies", "chat_composed")}
     return (HFTokenizer, (self._json, self._config, self._pad_token), state)
 
   @classmethod
@@ -388,6 +394,7 @@ def _load_chat(tokenizer: Tokenizer, directory: Path) -> Tokenizer:
   if path.is_file():
     chat = {**CHAT_DEFAULTS, **json.loads(path.read_text(encoding="utf-8"))}
     set_chat_replies(set_chat_system(tokenizer, chat["system"]), chat["replies"])
+    tokenizer.chat_composed = tuple(tuple(c) for c in chat["composed"])
   return tokenizer
 
 

@@ -36,7 +36,7 @@ import dataclasses
 import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -261,9 +261,11 @@ class ArgumentConstraint:
     ground: bool = True,
     schemas: Schemas | None = None,
     forced: Sequence[int] = (),
+    composed: Collection[tuple[str, str, str]] = (),
   ):
     self.vocab, self.context, self.inner = vocab, bytes(context), inner
     self.ground, self.schemas = ground, schemas or {}
+    self.composed = frozenset(tuple(c) for c in composed)
     self.scanner = JsonScanner()
     self._kinds = kinds = _token_kinds(vocab)
     self._bytes, self._structural, self._plain = kinds.token_bytes, kinds.structural, kinds.plain
@@ -301,9 +303,15 @@ class ArgumentConstraint:
       enum = (props.get(s.keys[-1]) or {}).get("enum")
       if enum and all(isinstance(v, str) for v in enum):
         return "enum", list(enum)
-    if s.is_value and self.ground and s.in_passed_on:
+    if s.is_value and self.ground and s.in_passed_on and not self._composed(s):
       return "copy", None
     return None
+
+  def _composed(self, s: JsonScanner) -> bool:
+    """Whether the parameter being written (of the passed-on object) is one the policy's
+    training data composes rather than copies (``composed``): written freely when grounded."""
+    key = (s.fields.get("service"), s.fields.get("tool"), s.keys[2])
+    return bool(self.composed) and key in self.composed
 
   def _value_start(self, s: JsonScanner) -> frozenset[int] | None:
     """The bytes a member of the passed-on object may start its value with, by its
@@ -325,6 +333,8 @@ class ArgumentConstraint:
     """Whether a bare value written here is a grounded number: the member's parameter is typed
     a number or an integer (no enum) and has no default."""
     if not (self.ground and s.passed_on and s.stack[-1] == ":" and not s.in_string):
+      return False
+    if self._composed(s):
       return False
     if (schema := self._schema(s)) is None:
       return False
@@ -523,3 +533,30 @@ def tool_schemas(library) -> dict[tuple[str, str], dict[str, Any]]:
     for name in library.names()
     for tool, spec in library.get(name).tools.items()
   }
+
+
+def composed_arguments(
+  records: Iterable[Mapping[str, Any]], min_copied: float = 0.9
+) -> list[tuple[str, str, str]]:
+  """The ``(service, tool, parameter)`` whose values the trajectories ``records`` (chat
+  messages) write as copies of the conversation less than ``min_copied`` of the time: a
+  template's text ("Agenda: ..."), a sum, an end worked out from a start, a query. Grounded
+  decoding writes these freely (``ArgumentConstraint(composed=...)``) and copies the rest; a
+  policy trained on the records saves them with its tokenizer (`rl.data.tokenizer`)."""
+  from compoworld.tasks.task import shows
+
+  seen: dict[tuple[str, str, str], list[int]] = {}
+  for record in records:
+    context = ""
+    for message in record["messages"]:
+      for call in message.get("tool_calls") or [] if message["role"] == "assistant" else []:
+        if call["function"]["name"] != "call_tool":
+          continue
+        args = json.loads(call["function"]["arguments"])
+        for key, value in (args.get("arguments") or {}).items():
+          if isinstance(value, str | int | float) and not isinstance(value, bool):
+            counts = seen.setdefault((args.get("service"), args.get("tool"), key), [0, 0])
+            counts[0] += shows(context, value)
+            counts[1] += 1
+      context += message.get("content") or ""
+  return sorted(k for k, (copied, n) in seen.items() if copied < min_copied * n)

@@ -75,9 +75,18 @@ class TurnConstraints:
   per-state masks) are kept per episode service set, the `cache` most recent."""
 
   def __init__(
-    self, vocab: Vocabulary, *, constrained: bool = False, grounded: bool = False, cache: int = 8
+    self,
+    vocab: Vocabulary,
+    *,
+    constrained: bool = False,
+    grounded: bool = False,
+    composed: Sequence[Sequence[str]] = (),
+    cache: int = 8,
   ):
     self.vocab, self.constrained, self.grounded = vocab, constrained, grounded
+    # Arguments the policy's data composes, written freely when grounded (the tokenizer's
+    # ``chat_composed``).
+    self.composed = [tuple(c) for c in composed]
     self._grammars: OrderedDict[str, TokenConstraint] = OrderedDict()
     self._cache = cache
 
@@ -110,4 +119,5 @@ class TurnConstraints:
       inner=inner,
       ground=self.grounded,
       schemas=library_schemas() if self.constrained else None,
+      composed=self.composed,
     )

@@ -325,6 +325,7 @@ class RolloutEngine:
         Vocabulary.from_tokenizer(renderer.tokenizer, renderer.special_ids),
         constrained=config.constrained,
         grounded=config.grounded,
+        composed=renderer.tokenizer.chat_composed,
       )
     self._turn: list[Any] = []  # the constraint of each batch slot this turn (None: free)
     self._budget = np.zeros((0,), np.int32)

@@ -458,6 +458,7 @@ class Policy:
         ground=grounded,
         schemas=schemas,
         forced=forced,
+        composed=self.tokenizer.chat_composed,
       )
     generated = self.generate(prompt + forced, max_tokens, temperature, seed, **extra)
     ids = forced + generated

@@ -23,6 +23,7 @@ from rl.data.tokenizer import (
   set_chat_replies,
   set_chat_system,
 )
+from rl.decoding.arguments import composed_arguments
 
 #: Where a run keeps the SFT set it generated.
 DATA_DIR = "data"
@@ -111,15 +112,24 @@ def get_tokenizer(
     require_tokens(tokenizer, SPECIAL_TOKENS, source)
     if replies != "as_sent":
       set_chat_replies(tokenizer, replies)
-    return set_chat_system(tokenizer, system) if system != "full" else tokenizer
-  from rl.data.corpus import conversation_texts, library_texts
+    if system != "full":
+      set_chat_system(tokenizer, system)
+  else:
+    from rl.data.corpus import conversation_texts, library_texts
 
-  texts: dict[str, None] = {}
-  for record in trajectories:
-    texts.update(dict.fromkeys(conversation_texts(record["messages"])))
-  texts.update(dict.fromkeys(library_texts()))
-  tokenizer = SentencePieceTokenizer.train(list(texts), config.tokenizer.vocab_size, SPECIAL_TOKENS)
-  return set_chat_replies(set_chat_system(tokenizer, system), replies)
+    texts: dict[str, None] = {}
+    for record in trajectories:
+      texts.update(dict.fromkeys(conversation_texts(record["messages"])))
+    texts.update(dict.fromkeys(library_texts()))
+    tokenizer = SentencePieceTokenizer.train(
+      list(texts), config.tokenizer.vocab_size, SPECIAL_TOKENS
+    )
+    set_chat_replies(set_chat_system(tokenizer, system), replies)
+  # What the trajectories compose rather than copy: grounded decoding of this policy leaves it
+  # free (rl.decoding.arguments).
+  if trajectories:
+    tokenizer.chat_composed = tuple(composed_arguments(trajectories))
+  return tokenizer
 
 
 def data_shards(config: ml_collections.ConfigDict) -> tuple[int, list[int]]:

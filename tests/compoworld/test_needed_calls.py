@@ -11,9 +11,9 @@ from compoworld.tasks.generate import generate_tasks
 from compoworld.tasks.task import (
   ToolCall,
   _evidence,
-  _shows,
   gate_failures,
   needed_calls,
+  shows,
   unshown_values,
 )
 
@@ -25,14 +25,14 @@ def tasks():
 
 
 def test_shows_finds_values_in_their_written_forms():
-  assert _shows('{"amount_due": 183.32}', 183.32)
-  assert not _shows('{"amount_due": 1183.32}', 183.32)
-  assert not _shows('{"amount_due": 183.321}', 183.32)
-  assert _shows("worth 13,600.00 and due", 13600.0)
-  assert _shows("worth 13600 in all", 13600.0)
-  assert not _shows("worth 13,600.50", 13600.0)
-  assert _shows("for 2026-03-04 09:00 please", "2026-03-04T09:00:00")
-  assert _shows(json.dumps({"memo": 'the "Juniper" deal'}), 'the "Juniper" deal')
+  assert shows('{"amount_due": 183.32}', 183.32)
+  assert not shows('{"amount_due": 1183.32}', 183.32)
+  assert not shows('{"amount_due": 183.321}', 183.32)
+  assert shows("worth 13,600.00 and due", 13600.0)
+  assert shows("worth 13600 in all", 13600.0)
+  assert not shows("worth 13,600.50", 13600.0)
+  assert shows("for 2026-03-04 09:00 please", "2026-03-04T09:00:00")
+  assert shows(json.dumps({"memo": 'the "Juniper" deal'}), 'the "Juniper" deal')
 
 
 def test_needed_calls_drop_a_get_after_the_list_that_showed_the_record(tasks):
@@ -76,8 +76,8 @@ def test_needed_calls_keep_every_value_the_whole_solution_showed(tasks):
       for key, value in call.arguments.items():
         if key == "limit" or not isinstance(value, str | float | int):
           continue
-        if any(_shows(t, value) for t in full_before):
-          assert any(_shows(t, value) for t in before), (task.id, call.tool, key, value)
+        if any(shows(t, value) for t in full_before):
+          assert any(shows(t, value) for t in before), (task.id, call.tool, key, value)
 
 
 def test_needed_calls_keep_every_read_when_a_value_is_computed(tasks):
@@ -130,7 +130,7 @@ def test_evidence_finds_the_words_a_template_puts_punctuation_around():
   text = 'Ask "kenji.walsh@oscorplabs.com"; the customer is "Soylent Grocers".'
 
   def shown(v):
-    return _shows(text, v)
+    return shows(text, v)
 
   body = "Looping in kenji.walsh@oscorplabs.com: could you take a look?"
   assert "kenji.walsh@oscorplabs.com" in _evidence(body, shown)

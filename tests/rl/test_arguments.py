@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 
-from rl.decoding.arguments import ArgumentConstraint, JsonScanner
+from rl.decoding.arguments import ArgumentConstraint, JsonScanner, composed_arguments
 from rl.decoding.constrained import CALL_END_SYM, CALL_SYM, SPECIAL_BASE, SPECIALS, Vocabulary
 
 WORDS = ["Juniper", " vendor", " onboarding", "Atlas", '"}', "inv_", "ed", "ff", '\\"']
@@ -296,3 +296,52 @@ def test_the_mask_is_what_each_token_walked_on_its_own_gives():
       g.advance(byte)
       checked += 1
   assert checked > 150
+
+
+def test_a_composed_parameter_is_written_freely_under_grounding():
+  """What the policy's data composes (``composed``: service, tool, parameter) is not a copy:
+  grounding leaves that parameter's strings and numbers free and copies the others."""
+  vocab, ids = toy_vocab()
+  composed = [("invoicing", "t", "memo"), ("invoicing", "t", "amount")]
+  for written, token, free in [
+    ('{"memo": "', ids["Atlas"], True),
+    ('{"query": "', ids["Atlas"], False),
+    ('{"amount": ', ord("2"), True),
+    ('{"memo": "Paid", "query": "', ids["Atlas"], False),
+  ]:
+    g = ArgumentConstraint(vocab, PAY, schemas=SCHEMAS, composed=composed)
+    g.advance(ids["<tool_call>"])
+    for ch in PREFIX + written:
+      g.advance(ord(ch))
+    assert g.grounding is (not free and written.endswith('"')), written
+    assert g.allowed()[token] == free, written  # "Atlas" and a 2 start no copy of the context
+  # Without it the amount is grounded: one of the conversation's numbers.
+  g = ArgumentConstraint(vocab, PAY, schemas=SCHEMAS)
+  g.advance(ids["<tool_call>"])
+  for ch in PREFIX + '{"amount": ':
+    g.advance(ord(ch))
+  assert not g.allowed()[ord("2")]
+
+
+def test_composed_arguments_are_those_the_data_writes_other_than_as_copies():
+  def record(query, memo, amount):
+    call = {"service": "ledger", "tool": "post", "arguments": {"query": query, "memo": memo}}
+    call["arguments"]["amount"] = amount
+    return {
+      "messages": [
+        {"role": "user", "content": f"Find {query} and pay 13,600.00"},
+        {
+          "role": "assistant",
+          "content": "Now I'll call post on ledger.",
+          "tool_calls": [{"function": {"name": "call_tool", "arguments": json.dumps(call)}}],
+        },
+      ]
+    }
+
+  records = [record(f"Atlas {i}", f"Paid: Atlas {i}", 13600.0) for i in range(9)]
+  records.append(record("Zephyr", "Zephyr", 27200.0))  # one copied memo, one computed amount
+  assert composed_arguments(records) == [("ledger", "post", "memo")]
+  assert composed_arguments(records, min_copied=0.95) == [
+    ("ledger", "post", "amount"),
+    ("ledger", "post", "memo"),
+  ]

@@ -332,6 +332,12 @@ def test_ids_last_replies_render_every_tool_turn_and_travel_with_the_tokenizer(
   loaded = load_tokenizer(tmp_path)
   assert ChatRenderer(loaded).replies == "ids_last" and ChatRenderer(loaded).system == "brief"
   assert pickle.loads(pickle.dumps(loaded)).chat_replies == "ids_last"
+  # The arguments grounded decoding leaves free travel the same way.
+  loaded.chat_composed = (("ledger", "post", "memo"),)
+  loaded.save(tmp_path)
+  assert load_tokenizer(tmp_path).chat_composed == (("ledger", "post", "memo"),)
+  assert pickle.loads(pickle.dumps(loaded)).chat_composed == (("ledger", "post", "memo"),)
+  loaded.chat_composed = ()
   set_chat_system(set_chat_replies(loaded, "as_sent"), "full").save(tmp_path)
   assert not (tmp_path / CHAT_FILE).exists()
   with pytest.raises(ValueError, match="valid: as_sent, ids_last"):
