@@ -19,8 +19,10 @@ passed on,
   conversation's text (the prompt: instruction and tool replies), whole words or a whole id: it
   starts at the start of a word there and may only end at the end of one ("inv_edff9e11", never
   "inv_e"). The model still chooses *which* copy and how many words. A value that is not in the
-  conversation (a text the task asks the agent to compose) cannot be written: the lever trades
-  those for copies, and is reported beside the plain grammar. With ``schemas`` too, a number
+  conversation (a text the task asks the agent to compose) cannot be written, except for the
+  parameters listed as ``composed`` (those the policy's training data composes:
+  `composed_arguments`), which stay free: the lever trades the rest for copies, and is reported
+  beside the plain grammar. With ``schemas`` too, a number
   passed for a parameter that has no ``default`` (an amount, a quantity, a reorder point: not a
   page size or an offset) is grounded the same way: one of the numbers the conversation writes
   (``"13,600.00"`` may be passed as ``13600.00``, ``13600.0`` or ``13600``).
