@@ -190,18 +190,23 @@ def gate_failures(task: Task) -> list[str]:
 _PAGING = frozenset({"limit", "offset", "page", "page_size", "per_page", "max_results", "cursor"})
 
 
-def _scalars(value: Any) -> Iterable[Any]:
+def _keyed_scalars(value: Any, key: str = "") -> Iterable[tuple[str, Any]]:
   """The strings and numbers in an argument value, nested lists and objects walked (paging
-  arguments left out)."""
+  arguments left out), each with the name of the argument (or nested key) it is passed under."""
   if isinstance(value, dict):
     for k, v in value.items():
       if k not in _PAGING:
-        yield from _scalars(v)
+        yield from _keyed_scalars(v, k)
   elif isinstance(value, list):
     for v in value:
-      yield from _scalars(v)
+      yield from _keyed_scalars(v, key)
   elif isinstance(value, str | int | float) and not isinstance(value, bool):
-    yield value
+    yield key, value
+
+
+def _scalars(value: Any) -> Iterable[Any]:
+  """``_keyed_scalars`` without the names."""
+  return (v for _, v in _keyed_scalars(value))
 
 
 def _forms(value: Any) -> list[str]:
@@ -232,19 +237,6 @@ def shows(text: str, value: Any) -> bool:
 _NAME_WORD = re.compile(
   r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\b[A-Za-z]+[-_][A-Za-z0-9_-]*\d[A-Za-z0-9_-]*"
 )
-
-
-def _keyed_scalars(value: Any, key: str = "") -> Iterable[tuple[str, Any]]:
-  """``_scalars`` with the name of the argument (or nested key) each one is passed under."""
-  if isinstance(value, dict):
-    for k, v in value.items():
-      if k not in _PAGING:
-        yield from _keyed_scalars(v, k)
-  elif isinstance(value, list):
-    for v in value:
-      yield from _keyed_scalars(v, key)
-  elif isinstance(value, str | int | float) and not isinstance(value, bool):
-    yield key, value
 
 
 def unshown_values(

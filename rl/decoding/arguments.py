@@ -551,10 +551,9 @@ def composed_arguments(
   for record in records:
     context = ""
     for message in record["messages"]:
-      for call in message.get("tool_calls") or [] if message["role"] == "assistant" else []:
-        if call["function"]["name"] != "call_tool":
-          continue
-        args = json.loads(call["function"]["arguments"])
+      calls = (message.get("tool_calls") or []) if message["role"] == "assistant" else []
+      for call in (c["function"] for c in calls if c["function"]["name"] == "call_tool"):
+        args = json.loads(call["arguments"])
         for key, value in (args.get("arguments") or {}).items():
           if isinstance(value, str | int | float) and not isinstance(value, bool):
             counts = seen.setdefault((args.get("service"), args.get("tool"), key), [0, 0])

@@ -126,8 +126,8 @@ def get_tokenizer(
     )
     set_chat_replies(set_chat_system(tokenizer, system), replies)
   # What the trajectories compose rather than copy: grounded decoding of this policy leaves it
-  # free (rl.decoding.arguments).
-  if trajectories:
+  # free (rl.decoding.arguments). A tokenizer saved in the workdir has it from these trajectories.
+  if trajectories and source != workdir:
     tokenizer.chat_composed = tuple(composed_arguments(trajectories))
   return tokenizer
 
