@@ -44,6 +44,12 @@ _GROUNDED = flags.DEFINE_bool(
   False,
   "checkpoint: copy the strings tool calls pass on from the conversation (rl.decoding.arguments).",
 )
+_COPY_BEAM = flags.DEFINE_integer(
+  "copy_beam",
+  0,
+  "checkpoint, --grounded, greedy: choose each grounded value whole by a beam search this wide "
+  "(rl.serve.policy.Policy.generate); 0 = token by token.",
+)
 
 
 def main(argv):
@@ -57,7 +63,9 @@ def main(argv):
       agent_kwargs["constrained"] = True
     if _GROUNDED.value:
       agent_kwargs["grounded"] = True
-  elif used := [f"--{f.name}" for f in (_CONSTRAINED, _GROUNDED) if f.value]:
+    if _COPY_BEAM.value:
+      agent_kwargs["copy_beam"] = _COPY_BEAM.value
+  elif used := [f"--{f.name}" for f in (_CONSTRAINED, _GROUNDED, _COPY_BEAM) if f.value]:
     raise ValueError(
       f"{' and '.join(used)} {'is' if len(used) == 1 else 'are'} for --agent=checkpoint:DIR "
       "(an endpoint decodes its own way)"

@@ -189,3 +189,14 @@ def forward_unrolled(
     new_caches.append(copy_cache)
   added_b = jnp.sum(valid_bt, axis=1, dtype=jnp.int32) if valid_bt is not None else t
   return logits_btv, tuple(new_caches), lengths_b + added_b
+
+
+def take_rows(cache: Cache, index_b: jax.Array) -> Cache:
+  """The cache rows `index_b` (batch axis: 2 for DeltaNet leaves, 1 for KV leaves, 0 for the
+  lengths and the copy head's)."""
+  return Cache(
+    linear=jax.tree.map(lambda x: jnp.take(x, index_b, axis=2), cache.linear),
+    attention=jax.tree.map(lambda x: jnp.take(x, index_b, axis=1), cache.attention),
+    lengths_b=jnp.take(cache.lengths_b, index_b, axis=0),
+    copy=jax.tree.map(lambda x: jnp.take(x, index_b, axis=0), cache.copy),
+  )

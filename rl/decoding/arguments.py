@@ -516,6 +516,14 @@ class ArgumentConstraint:
     for sym in self.vocab.symbols[int(token)]:
       self.scanner.feed(sym)
 
+  def copy(self) -> ArgumentConstraint:
+    """An independent copy (its own scanner and inner state), for exploring continuations."""
+    other = ArgumentConstraint.__new__(ArgumentConstraint)
+    other.__dict__.update(self.__dict__, scanner=self.scanner.copy())
+    if self.inner is not None:
+      other.inner = self.inner.copy()
+    return other
+
   @property
   def grounding(self) -> bool:
     """True while the next token continues a grounded (copied) string value."""

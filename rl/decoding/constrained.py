@@ -165,6 +165,9 @@ class Constraint:
   def advance(self, token: int) -> None:
     self.state = self.tc.advance(self.state, token)
 
+  def copy(self) -> Constraint:
+    return Constraint(self.tc, self.state)  # states are immutable tuples
+
   @property
   def finished(self) -> bool:
     return self.state is not None and self.tc.grammar.finish_cost(self.state) == 0

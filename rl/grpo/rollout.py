@@ -60,7 +60,7 @@ from compoworld.agents.prompts import SYSTEM_PROMPT
 from compoworld.compose.env import ComposedEnv
 from compoworld.runtime.envelope import error
 from compoworld.tasks.task import Task
-from models.decode import forward_unrolled, roll_cache, unroll, unroll_cache
+from models.decode import forward_unrolled, roll_cache, take_rows, unroll, unroll_cache
 from models.model import Cache, Transformer
 from models.moe import decode_dense
 from rl.data.chat import ChatRenderer, Conversation, ParsedAssistant
@@ -133,17 +133,6 @@ def start_conversation(renderer: ChatRenderer, task: Task) -> Conversation:
 
 def _bucket(n: int, least: int = 1) -> int:
   return max(least, 1 << max(n - 1, 0).bit_length())
-
-
-def take_rows(cache: Cache, index_b: jax.Array) -> Cache:
-  """The cache rows `index_b` (batch axis: 2 for DeltaNet leaves, 1 for KV leaves, 0 for the
-  lengths and the copy head's)."""
-  return Cache(
-    linear=jax.tree.map(lambda x: jnp.take(x, index_b, axis=2), cache.linear),
-    attention=jax.tree.map(lambda x: jnp.take(x, index_b, axis=1), cache.attention),
-    lengths_b=jnp.take(cache.lengths_b, index_b, axis=0),
-    copy=jax.tree.map(lambda x: jnp.take(x, index_b, axis=0), cache.copy),
-  )
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef",))

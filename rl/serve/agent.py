@@ -41,6 +41,7 @@ class PolicyAgent(Agent):
     default_max_tokens: int = 1024,
     constrained: bool = False,
     grounded: bool = False,
+    copy_beam: int = 0,
   ):
     if (checkpoint_dir is None) == (policy is None):
       raise ValueError("PolicyAgent needs exactly one of checkpoint_dir and policy")
@@ -49,6 +50,7 @@ class PolicyAgent(Agent):
     self.policy, self.temperature, self.max_tokens = policy, temperature, max_tokens
     self.seed, self._turn = seed, 0
     self.constrained, self.grounded = constrained, grounded
+    self.copy_beam = copy_beam  # grounded values chosen whole by a beam this wide (greedy)
     self._enums: tuple[list[str], list[str]] | None = None  # services, tools: the episode's
 
   def reset(self, task) -> None:
@@ -79,6 +81,7 @@ class PolicyAgent(Agent):
         fit=True,  # near the end of the context a turn gets what is left
         grounded=self.grounded,
         schemas=library_schemas() if self.constrained else None,
+        copy_beam=self.copy_beam,
       )
     except ContextFull:
       # The context is full: the episode ends here and the verifier scores the state reached,

@@ -39,6 +39,7 @@ import orbax.checkpoint as ocp
 from flax import nnx
 
 from models import ModelConfig, Transformer, abstract_model, decode_step, prefill
+from models.decode import take_rows
 from rl import distributed
 from rl.data.chat import IM_END, TOOL_CALL, ChatRenderer, ParsedAssistant
 from rl.data.tokenizer import TOKENIZER_FILES, Tokenizer, load_tokenizer
@@ -223,6 +224,17 @@ def load_policy_parts(
 # --- generation ------------------------------------------------------------------------------
 
 
+#: A JSON string's closing quote, as a byte.
+_QUOTE = 0x22
+
+_take_rows = jax.jit(take_rows)
+
+
+def _logsumexp(x: np.ndarray) -> float:
+  m = float(np.max(x))
+  return m + float(np.log(np.sum(np.exp(x - m))))
+
+
 def _bucket(n: int, least: int) -> int:
   return max(least, 1 << (n - 1).bit_length())
 
@@ -364,10 +376,17 @@ class Policy:
     temperature: float = 0.0,
     seed: int = 0,
     constraint: Constraint | None = None,
+    copy_beam: int = 0,
   ) -> list[int]:
     """Up to ``max_tokens`` ids after ``prompt_ids``, stopping after ``<|im_end|>``; greedy at
     temperature 0, else sampled from softmax(logits / temperature). With a ``constraint``, each
-    step samples only among the tokens it allows (given the tokens left), and advances it."""
+    step samples only among the tokens it allows (given the tokens left), and advances it.
+
+    With ``copy_beam`` = W > 1, greedy decoding and a constraint that grounds values
+    (`rl.decoding.arguments.ArgumentConstraint`), each grounded value is chosen whole: a beam
+    search of width W over its tokens, from its first token to the one that closes it, keeps the
+    copy of highest total log-probability (`_copy_beam`) instead of the one the first token
+    commits to."""
     n = len(prompt_ids)
     tokens = np.zeros((1, _bucket(n, self.min_bucket)), np.int32)
     tokens[0, :n] = prompt_ids
@@ -378,6 +397,21 @@ class Policy:
       logits, cache = self._prefill(self._state, tokens, jnp.array([n], jnp.int32), max_len)
       while True:
         logits_v = np.asarray(logits[0], np.float64)[: self.tokenizer.vocab_size]
+        if (
+          copy_beam > 1
+          and temperature == 0
+          and getattr(constraint, "grounding", False)
+          and not constraint.scanner.value
+        ):
+          found = self._copy_beam(logits_v, cache, constraint, max_tokens - len(out), copy_beam)
+          if found is not None:  # else no value closes within the budget: greedy, as without
+            ids, logits, cache = found
+            out += ids
+            for token in ids:
+              constraint.advance(token)
+            if ids[-1] == self.renderer.im_end_id or len(out) >= max_tokens:
+              return out
+            continue
         if constraint is not None:
           logits_v = np.where(constraint.allowed(max_tokens - len(out) - 1), logits_v, -np.inf)
         if temperature > 0:
@@ -393,6 +427,62 @@ class Policy:
           return out
         logits, cache = self._decode(self._state, jnp.array([token], jnp.int32), cache)
 
+  def _copy_beam(
+    self, logits_v: np.ndarray, cache, constraint, budget: int, width: int
+  ) -> tuple[list[int], jax.Array, Any] | None:
+    """The ids of the grounded value ``constraint`` is at the start of (up to the one that
+    closes it), chosen by a beam search of ``width`` over the model's log-probabilities among
+    the ids the constraint allows, with ``budget`` ids left; with the logits and the cache
+    after them (batch 1). Best-first: it stops once a closed value scores at least as high as
+    every open beam (a longer beam only loses log-probability), so with ``width`` beams or
+    fewer in play the value found is the most probable one. None when no value closes within
+    the budget."""
+    vocab = self.tokenizer.vocab_size
+    im_end = self.renderer.im_end_id
+    beams = [(0.0, [], constraint.copy())]  # (log-probability, ids, constraint) of open beams
+    rows_v = logits_v[None]  # each open beam's next logits
+    rows = cache  # their caches, one row each
+    best = None  # (log-probability, ids, logits, cache) of the best closed value
+    while beams:
+      scored = []
+      for j, (logp, ids, c) in enumerate(beams):
+        lp = rows_v[j] - _logsumexp(rows_v[j])
+        lp = np.where(c.allowed(budget - len(ids) - 1), lp, -np.inf)
+        for token in np.argsort(-lp)[:width]:
+          if np.isfinite(lp[token]):
+            scored.append((logp + float(lp[token]), j, int(token)))
+      scored = sorted(scored, key=lambda x: -x[0])[:width]
+      if not scored or (best is not None and best[0] >= scored[0][0]):
+        break
+      grown = []
+      for logp, j, token in scored:
+        c = beams[j][2].copy()
+        c.advance(token)
+        grown.append((logp, beams[j][1] + [token], c, j))
+      # One decode step for every grown beam, padded to `width` rows (one compiled shape).
+      index = np.array([g[3] for g in grown] + [0] * (width - len(grown)), np.int32)
+      tokens = np.array([g[1][-1] for g in grown] + [0] * (width - len(grown)), np.int32)
+      logits_w, cache_w = self._decode(self._state, tokens, _take_rows(rows, index))
+      logits_w = np.asarray(logits_w, np.float64)[:, :vocab]
+      keep = []  # the grown beams still open
+      for k, (logp, ids, c, _) in enumerate(grown):
+        closed = not c.grounding or _QUOTE in self._token_text(ids[-1])
+        if closed or ids[-1] == im_end or len(ids) >= budget:
+          if best is None or logp > best[0]:
+            best = (logp, ids, logits_w[k], _take_rows(cache_w, np.array([k], np.int32)))
+        else:
+          keep.append(k)
+      beams = [grown[k][:3] for k in keep]
+      if keep:
+        rows_v = logits_w[keep]
+        rows = _take_rows(cache_w, np.array(keep + keep[:1] * (width - len(keep)), np.int32))
+    if best is None:
+      return None
+    return best[1], jnp.asarray(best[2][None]), best[3]
+
+  def _token_text(self, token: int) -> bytes:
+    return bytes(s for s in self.vocabulary().symbols[token] if s < 256)
+
   def chat(
     self,
     messages: Sequence[dict[str, Any]],
@@ -406,6 +496,7 @@ class Policy:
     fit: bool = False,
     grounded: bool | None = None,
     schemas: Schemas | None = None,
+    copy_beam: int = 0,
   ) -> Completion:
     """The next assistant turn for an OpenAI-style conversation; ``constrained`` (default: the
     policy's) decodes it under the tools' grammar when it may call tools: the grammar of
@@ -415,7 +506,8 @@ class Policy:
     what the context leaves. What ``call_tool`` passes on is typed by the called tool's input
     schema from ``schemas`` (``(service, tool)`` → schema) and, with ``grounded`` (default: the
     policy's), its strings are copied from the conversation (`rl.decoding.arguments`); over the grammar
-    when ``constrained``."""
+    when ``constrained``. ``copy_beam`` > 1 chooses each grounded value whole, greedy decoding
+    (``generate``)."""
     if max_tokens is not None and max_tokens < 1:
       raise RequestError(f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
     if temperature < 0:
@@ -460,6 +552,10 @@ class Policy:
         forced=forced,
         composed=self.tokenizer.chat_composed,
       )
+    if copy_beam < 0:
+      raise RequestError(f"copy_beam must be >= 0, got {copy_beam}", "copy_beam")
+    if copy_beam > 1 and "constraint" in extra:
+      extra["copy_beam"] = copy_beam
     generated = self.generate(prompt + forced, max_tokens, temperature, seed, **extra)
     ids = forced + generated
     text = self.renderer.decode(ids)

@@ -486,3 +486,67 @@ def test_serve_policy_script(run_dir, tmp_path):
   assert summary["model"] == "mine" and summary["checkpoint"].endswith("checkpoints/20")
   assert summary["requests"] == 1 and summary["errors"] == 0
   assert json.loads(out.strip().splitlines()[-1]) == summary
+
+
+# --- grounded values chosen whole -------------------------------------------------------------
+
+
+def _copy_start(policy, context_words):
+  """A prompt whose turn is forced up to the opening quote of a grounded ``query``, and the
+  constraint there."""
+  from rl.data.chat import TOOL_CALL
+  from rl.decoding.arguments import ArgumentConstraint
+
+  prompt = policy.renderer.encode_text(
+    f"<|im_start|>user\n{context_words}<|im_end|>\n<|im_start|>assistant\n"
+  )
+  forced = policy.renderer.encode_text(
+    f'{TOOL_CALL}\n{{"name": "call_tool", "arguments": {{"service": "s", "tool": "t", '
+    '"arguments": {"query": "'
+  )
+  context = policy.renderer.decode(prompt).encode()
+  constraint = ArgumentConstraint(policy.vocabulary(), context, ground=True, forced=forced)
+  assert constraint.grounding and not constraint.scanner.value
+  return prompt + forced, constraint
+
+
+def test_a_wide_copy_beam_finds_the_most_probable_whole_value(policy):
+  """Every closed value the constraint allows within the budget, scored by the uncached forward
+  pass: a beam wider than their tree returns the best of them, where greedy decoding commits to
+  its first token."""
+  small = Policy(policy.model, policy.tokenizer, max_context=128, min_bucket=64)
+  prefix, start = _copy_start(small, "ab cd")
+  budget, quote = 4, ord('"')
+  forward = nnx.jit(lambda model, tokens: model(tokens))
+  vocab = small.tokenizer.vocab_size
+
+  def logp_after(ids):
+    tokens = np.zeros((1, 64), np.int32)
+    tokens[0, : len(ids)] = ids
+    logits = np.asarray(forward(small.model, tokens), np.float64)[0, len(ids) - 1, :vocab]
+    return logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
+
+  closed, nodes = [], 0  # (log-probability, ids) of every closed value; open prefixes scored
+
+  def walk(constraint, ids, logp):
+    nonlocal nodes
+    nodes += 1
+    lp = logp_after(prefix + ids)
+    for token in np.flatnonzero(constraint.allowed(budget - len(ids) - 1)):
+      c = constraint.copy()
+      c.advance(int(token))
+      grown, score = [*ids, int(token)], logp + lp[token]
+      if not c.grounding or quote in small._token_text(int(token)) or len(grown) >= budget:
+        closed.append((score, grown))
+      else:
+        walk(c, grown, score)
+
+  walk(start.copy(), [], 0.0)
+  assert 2 <= len(closed) <= 1024  # a tree a beam of 1,024 holds whole
+  best = max(closed)[1]
+  got = small.generate(prefix, max_tokens=budget, constraint=start.copy(), copy_beam=1024)
+  assert got[: len(best)] == best
+  greedy = small.generate(prefix, max_tokens=budget, constraint=start.copy())
+  by_ids = {tuple(ids): score for score, ids in closed}
+  value = next(greedy[:n] for n in range(1, budget + 1) if tuple(greedy[:n]) in by_ids)
+  assert by_ids[tuple(value)] <= by_ids[tuple(best)] + 1e-9
