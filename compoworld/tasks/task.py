@@ -267,6 +267,18 @@ def name_words(key: str, value: Any) -> list[str]:
   return [value] if key == "id" or key.endswith(("_id", "_ids")) else _NAME_WORD.findall(value)
 
 
+def _singles_out(instruction: str, calls: list[ToolCall], i: int, kept: set[int]) -> bool:
+  """Whether read ``i`` looks records up by the instruction's words (a query, a label, a name
+  of three characters or more the instruction writes), unlike a kept earlier call the same as
+  it: what picks a record out, where a listing or a read by id only shows it again."""
+  if any(calls[k] == calls[i] for k in kept if k < i):
+    return False
+  return any(
+    isinstance(v, str) and len(v) > 2 and shows(instruction, v)
+    for _, v in _keyed_scalars(calls[i].arguments)
+  )
+
+
 def _evidence(value: Any, shown: Callable[[Any], bool]) -> list[Any] | None:
   """What must stay shown for a call to copy ``value``, given whether the whole solution's
   context ``shown`` a value: the value itself; else the shown words of a multi-word string
@@ -295,7 +307,11 @@ def needed_calls(task: Task) -> list[ToolCall]:
   again what an earlier reply showed in full. What each call copies (``_evidence`` of its
   argument values) and each word or figure of the reference answer is looked for verbatim in
   the instruction and the earlier replies. A read is dropped when all of it is still shown
-  without that read's reply; the reads are tried in order. A task with a value computed from
+  without that read's reply; the reads are tried in order. A read that looks records up by the
+  instruction's own words (`_singles_out`) stays whenever its reply shows a value that a later
+  call or the answer copies and the instruction does not state, even when a broader reply shows
+  that value too: a channel's member list also holds the handle that the search found as a
+  message's author, and a number in some earlier reply matches the answer by chance. A task with a value computed from
   replies keeps every read, since which replies it comes from is not known; so does one whose
   shortened solution would not pass its rubric. Reads change no state, so the replies of the
   calls kept are those of the whole solution.
@@ -330,6 +346,10 @@ def needed_calls(task: Task) -> list[ToolCall]:
   kept = set(everything)
   for i in range(len(calls)):
     if i in writes or not outputs[i]["ok"]:
+      continue
+    if _singles_out(task.instruction, calls, i, kept) and any(
+      shows(replies[i], v) and not shows(task.instruction, v) for c in copied[i + 1 :] for v in c
+    ):
       continue
     trial = kept - {i}
     users = [j for j in trial if j > i] + [len(calls)]

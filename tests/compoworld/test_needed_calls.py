@@ -158,3 +158,37 @@ def test_generated_tasks_and_their_needed_reads_write_nothing_unread():
       assert unshown_values(task.instruction, calls, outputs) == [], task.id
     tools |= {(c.service, c.tool) for c in task.reference_solution}
   assert {("projects", "list_projects"), ("expenses", "list_reports")} <= tools
+
+
+def _demo_task(index: int):
+  """Task ``index`` of the demo's distribution (seed 0, K = 1, walks of 2, no distractors)."""
+  (task,), _ = generate_tasks(
+    index + 1, seed=0, shard_index=index, num_shards=index + 1, progress=False,
+    k=1, min_walk=2, max_walk=2, num_distractors=0,
+  )  # fmt: skip
+  return task
+
+
+def test_needed_calls_keep_the_read_that_singles_the_value_out():
+  """A broader reply showing the value too does not make the read that found it unneeded:
+  #general's member list holds the handle the message search found as the asker (the oracle
+  used to skip the search and pick a handle out of the list), and some earlier reply writes the
+  number the SLA report answers with ("1")."""
+  asker = _demo_task(2)
+  assert [c.tool for c in asker.reference_solution] == [
+    "list_channels", "search_messages", "find_user", "list_channels", "find_user",
+    "invite_to_channel",
+  ]  # fmt: skip
+  assert [c.tool for c in needed_calls(asker)] == [
+    "list_channels", "search_messages", "find_user", "invite_to_channel",
+  ]  # fmt: skip
+  handle = needed_calls(asker)[2].arguments["query"]
+  _, outputs = asker.replay()
+  assert shows(json.dumps(outputs[0]), handle)  # the member list shows it as well
+  report = _demo_task(76)
+  assert [c.tool for c in report.reference_solution] == [
+    "search_tickets",
+    "get_ticket",
+    "sla_report",
+  ]
+  assert [c.tool for c in needed_calls(report)] == ["search_tickets", "sla_report"]
