@@ -53,6 +53,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Loss weight of the tokens the assistant does not write (system, user and tool turns), next
   # to the assistant's 1; 0 = the paper's SFT. Reported losses are the assistant tokens' alone.
   c.data.context_loss_weight = 0.0
+  # Weight added on the tokens of the argument values the assistant's calls pass on (next to 1
+  # on every assistant token; rl.decoding.arguments.value_tokens): where a small policy copies
+  # wrong. 0 = the paper's SFT.
+  c.data.value_loss_weight = 0.0
   # Positions per row at which the LM head and the copy head's queries run in training (the
   # loss positions, gathered; rl.sft.steps._losses): 0 = every position, -1 = the most loss
   # tokens a row of the first epoch holds, rounded up to 128. A batch with a fuller row takes a

@@ -234,6 +234,7 @@ def _random_batch(config: models.ModelConfig, batch: int, seq_len: int) -> dict[
     "tokens": tokens[:, :-1],
     "targets": tokens[:, 1:],
     "loss_mask": np.ones((batch, seq_len), np.int32),
+    "value_mask": np.zeros((batch, seq_len), np.int32),
     "segment_ids": np.ones((batch, seq_len), np.int32),
     "positions": np.broadcast_to(np.arange(seq_len, dtype=np.int32), (batch, seq_len)),
   }

@@ -5,6 +5,8 @@ Each batch is a dict of int32 arrays of shape [B, T], ready for a trainer:
 - ``tokens``: input ids (pad id where nothing was packed);
 - ``targets``: the next token of each input (``tokens`` shifted left inside its segment);
 - ``loss_mask``: 1 where ``targets`` is an assistant-generated token, else 0 (pad included);
+- ``value_mask``: 1 where ``targets`` writes an argument value a call passes on
+  (`rl.decoding.arguments.value_tokens`) when ``DataConfig.value_mask``, else 0;
 - ``segment_ids``: 1, 2, ... for the trajectories packed into a row, 0 on padding; attention
   must not cross segments;
 - ``positions``: position of each token inside its own segment (restarts at 0).
@@ -27,9 +29,9 @@ from tqdm import tqdm
 from rl.data.chat import ChatRenderer
 
 #: The per-token features an example carries into packing.
-FEATURES = ("tokens", "targets", "loss_mask")
+FEATURES = ("tokens", "targets", "loss_mask", "value_mask")
 #: What every batch holds, each int32 [B, T].
-BATCH_KEYS = ("tokens", "targets", "loss_mask", "segment_ids", "positions")
+BATCH_KEYS = ("tokens", "targets", "loss_mask", "value_mask", "segment_ids", "positions")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +48,7 @@ class DataConfig:
   shard_index: int = 0  # this process's share of the trajectories ...
   num_shards: int = 1  # ... out of this many (jax.process_index(), jax.process_count())
   read_threads: int = 0  # grain reader threads; 0 renders in the caller (data is in memory)
+  value_mask: bool = False  # mark the argument values' tokens (else value_mask is all 0)
 
   def __post_init__(self):
     if self.seq_len < 2 or self.batch_size < 1:
@@ -62,28 +65,43 @@ class DataConfig:
       raise ValueError(f"shard_index {self.shard_index} is not in [0, {self.num_shards})")
 
 
-def example_from_ids(ids: np.ndarray, loss_mask: np.ndarray, seq_len: int) -> dict[str, np.ndarray]:
-  """Inputs, next-token targets and their loss mask for one sequence, cut to ``seq_len``."""
+def example_from_ids(
+  ids: np.ndarray, loss_mask: np.ndarray, seq_len: int, value_mask: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+  """Inputs, next-token targets and their loss (and value) masks for one sequence, cut to
+  ``seq_len``."""
   ids, loss_mask = ids[: seq_len + 1], loss_mask[: seq_len + 1]
+  values = np.zeros(len(ids), np.int32) if value_mask is None else value_mask[: seq_len + 1]
   return {
     "tokens": np.asarray(ids[:-1], dtype=np.int32),
     "targets": np.asarray(ids[1:], dtype=np.int32),
     "loss_mask": np.asarray(loss_mask[1:], dtype=np.int32),  # a target is learned, not an input
+    "value_mask": np.asarray(values[1:], dtype=np.int32),
   }
 
 
 class RenderTrajectory(grain.transforms.Map):
   """A trajectory (a record with ``messages``, or the message list) → an example dict."""
 
-  def __init__(self, renderer: ChatRenderer, seq_len: int, overlong: str):
+  def __init__(self, renderer: ChatRenderer, seq_len: int, overlong: str, values: bool = False):
     self.renderer, self.seq_len, self.overlong = renderer, seq_len, overlong
+    self.vocab = None
+    if values:  # each id's bytes, for finding the argument values' tokens
+      from rl.decoding.constrained import Vocabulary
+
+      self.vocab = Vocabulary.from_tokenizer(renderer.tokenizer, renderer.special_ids)
 
   def map(self, element: Any) -> dict[str, np.ndarray] | None:
     messages = element["messages"] if isinstance(element, Mapping) else element
     rendered = self.renderer.render(messages)
     if self.overlong == "drop" and len(rendered) > self.seq_len + 1:
       return None
-    return example_from_ids(rendered.ids, rendered.loss_mask, self.seq_len)
+    values = None
+    if self.vocab is not None:
+      from rl.decoding.arguments import value_tokens
+
+      values = value_tokens(rendered.ids, rendered.loss_mask, self.vocab).astype(np.int32)
+    return example_from_ids(rendered.ids, rendered.loss_mask, self.seq_len, values)
 
 
 class HasLoss(grain.transforms.Filter):
@@ -111,14 +129,15 @@ def sft_dataset(
     raise ValueError("no trajectories to train on")
   ds = grain.MapDataset.source(trajectories)[config.shard_index :: config.num_shards]
   ds = ds.shuffle(seed=config.seed).repeat(config.num_epochs)
-  ds = ds.map(RenderTrajectory(renderer, config.seq_len, config.overlong)).filter(HasLoss())
+  render = RenderTrajectory(renderer, config.seq_len, config.overlong, config.value_mask)
+  ds = ds.map(render).filter(HasLoss())
   pad = renderer.tokenizer.pad_id
   packed = grain.experimental.FirstFitPackIterDataset(
     ds.to_iter_dataset(grain.ReadOptions(num_threads=config.read_threads)),
     length_struct={k: config.seq_len for k in FEATURES},
     num_packing_bins=config.num_packing_bins or config.batch_size,
     seed=config.seed,
-    padding_struct={"tokens": pad, "targets": pad, "loss_mask": 0},
+    padding_struct={"tokens": pad, "targets": pad, "loss_mask": 0, "value_mask": 0},
   )
   return packed.map(ToBatchKeys()).batch(config.batch_size, drop_remainder=config.drop_remainder)
 

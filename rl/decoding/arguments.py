@@ -535,6 +535,23 @@ class ArgumentConstraint:
     return self.inner.finished if self.inner is not None else False
 
 
+def value_tokens(ids: Sequence[int], loss_mask: Sequence[int], vocab: Vocabulary) -> np.ndarray:
+  """bool [N]: the tokens of ``ids`` (a rendered conversation) that write an argument value
+  ``call_tool`` passes on, in the assistant's turns (``loss_mask``): a string value's text and
+  its closing quote, or a bare number. The SFT objective can weigh these more
+  (``data.value_loss_weight``): they are the copies a small policy gets wrong."""
+  out = np.zeros(len(ids), bool)
+  scanner = JsonScanner()
+  for k in np.flatnonzero(np.asarray(loss_mask) > 0):
+    for sym in vocab.symbols[int(ids[k])]:
+      if sym < SPECIAL_BASE and scanner.in_call and scanner.in_passed_on:
+        out[k] |= (scanner.in_string and scanner.is_value) or (
+          not scanner.in_string and sym in _NUMBER and bool(scanner.scalar or scanner.awaiting)
+        )
+      scanner.feed(sym)
+  return out
+
+
 def tool_schemas(library) -> dict[tuple[str, str], dict[str, Any]]:
   """``(service, tool)`` → input JSON Schema for every tool of a service library
   (``compoworld.runtime.registry.registry`` or any object with ``names()`` and ``get(name)``)."""

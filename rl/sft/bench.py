@@ -111,6 +111,7 @@ def benchmark(
     "tokens": tokens[:, :-1],
     "targets": tokens[:, 1:],
     "loss_mask": np.ones((batch_size, seq_len), np.int32),
+    "value_mask": np.zeros((batch_size, seq_len), np.int32),
     "segment_ids": np.ones((batch_size, seq_len), np.int32),
     "positions": np.broadcast_to(np.arange(seq_len, dtype=np.int32), (batch_size, seq_len)),
   }

@@ -46,6 +46,7 @@ def _rows(toks: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
     "tokens": toks[:, :-1].astype(np.int32),
     "targets": toks[:, 1:].astype(np.int32),
     "loss_mask": mask[:, 1:].astype(np.int32),
+    "value_mask": np.zeros((batch, length), np.int32),
     "segment_ids": np.ones((batch, length), np.int32),
     "positions": positions,
   }

@@ -40,21 +40,27 @@ def token_losses(
   return jnp.sum(nll_bt * mask_bt), jnp.sum(correct_bt * mask_bt)
 
 
-def loss_weights(batch: Mapping[str, jax.Array], context_weight: float = 0.0) -> jax.Array:
+def loss_weights(
+  batch: Mapping[str, jax.Array], context_weight: float = 0.0, value_weight: float = 0.0
+) -> jax.Array:
   """[B, T] float weights of the SFT objective: 1 on assistant tokens (``loss_mask``),
-  ``context_weight`` on every other real token (system, user and tool turns; not padding).
+  ``context_weight`` on every other real token (system, user and tool turns; not padding), and
+  ``value_weight`` more on the tokens of the argument values a call passes on (``value_mask``,
+  `rl.decoding.arguments.value_tokens`: the copies a small policy gets wrong most).
 
   ``context_weight`` > 0 also teaches the model the environment's language (the tool outputs'
   JSON, ids and values it must later copy) from the ~8x more tokens around the assistant's; a
   model trained from scratch has no other source of it (OpenAI's fine-tuning API called this
   ``prompt_loss_weight``)."""
   mask = batch["loss_mask"].astype(jnp.float32)
+  if context_weight < 0 or value_weight < 0:
+    raise ValueError(f"weights must be >= 0, got {context_weight=} and {value_weight=}")
+  if value_weight:
+    mask = mask + value_weight * batch["value_mask"].astype(jnp.float32)
   if not context_weight:
     return mask
-  if context_weight < 0:
-    raise ValueError(f"context_weight must be >= 0, got {context_weight}")
   real = (batch["segment_ids"] > 0).astype(jnp.float32)
-  return mask + context_weight * real * (1.0 - mask)
+  return mask + context_weight * real * (batch["loss_mask"] == 0)
 
 
 def turn_matches(correct_bt: np.ndarray, loss_mask_bt: np.ndarray) -> tuple[int, int]:
@@ -102,6 +108,7 @@ def _losses(
   loss_chunk: int,
   context_weight: float = 0.0,
   loss_positions: int = 0,
+  value_weight: float = 0.0,
 ):
   """(weighted NLL objective, summed NLL on the loss mask, correct count, MoE aux loss) of a
   batch; `loss_chunk` < 0: from full logits. `loss_positions` K > 0: the LM head and the copy
@@ -109,7 +116,7 @@ def _losses(
   (`models.loss.positions_to_score`), the same loss while no row holds more (`weighted_positions`)."""
   model, out = _forward(graphdef, params, rest, batch)
   targets, mask = batch["targets"], batch["loss_mask"]
-  weight = loss_weights(batch, context_weight)
+  weight = loss_weights(batch, context_weight, value_weight)
   hidden, pointer = out.hidden, out.pointer
   if loss_positions and loss_chunk >= 0:
     index = positions_to_score(weight, loss_positions)
@@ -122,7 +129,8 @@ def _losses(
     )
   if loss_chunk < 0:
     nll_sum, correct = token_losses(out.logits, targets, mask)
-    objective = token_losses(out.logits, targets, weight)[0] if context_weight else nll_sum
+    weighted = context_weight or value_weight
+    objective = token_losses(out.logits, targets, weight)[0] if weighted else nll_sum
   elif pointer is not None:
     objective, nll_sum, correct = copy_head_losses(
       hidden, model.head_weight(), pointer, targets, weight, mask, loss_chunk or None
@@ -164,6 +172,7 @@ def make_train_step(
   loss_chunk: int = 0,
   context_weight: float = 0.0,
   loss_positions: int = 0,
+  value_weight: float = 0.0,
 ):
   """``step(state, batch) -> (state, metrics)``; state = {step, params, rest, opt_state}.
 
@@ -175,14 +184,15 @@ def make_train_step(
   With a copy head the fused loss is `models.loss.copy_head_losses`, whose reported accuracy
   counts the targets of probability > 1/2 (a lower bound of the argmax's).
   `context_weight`: the objective's weight on non-assistant tokens (``loss_weights``); the
-  reported loss and accuracy stay those of the assistant tokens.
+  reported loss and accuracy stay those of the assistant tokens; `value_weight`: the weight
+  added on the argument values' tokens (``loss_weights``), likewise.
   `loss_positions` K > 0: the heads score K positions a row (`_losses`); the caller gives this
   step only batches whose rows hold at most K weighted positions (`weighted_positions`).
   """
 
   def micro_loss(params, rest, micro, n_weight):
     objective, nll_sum, correct, aux = _losses(
-      graphdef, params, rest, micro, loss_chunk, context_weight, loss_positions
+      graphdef, params, rest, micro, loss_chunk, context_weight, loss_positions, value_weight
     )
     loss = objective / n_weight + aux_loss_coef * aux / grad_accum
     return loss, (nll_sum, correct, aux)
@@ -192,7 +202,7 @@ def make_train_step(
   def step(state, batch):
     params, rest = state["params"], state["rest"]
     n_loss = jnp.maximum(jnp.sum(batch["loss_mask"]), 1).astype(jnp.float32)
-    n_weight = jnp.maximum(jnp.sum(loss_weights(batch, context_weight)), 1e-6)
+    n_weight = jnp.maximum(jnp.sum(loss_weights(batch, context_weight, value_weight)), 1e-6)
 
     def split(x_bt):  # [B, T] -> [n, B / n, T]
       b = x_bt.shape[0]

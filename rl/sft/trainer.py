@@ -401,6 +401,7 @@ def train(
         aux_loss_coef=model_config.router_aux_loss_coef,
         context_weight=context_weight,
         loss_positions=k,
+        value_weight=config.data.get("value_loss_weight", 0.0),
       )
       return jax.jit(step_fn, out_shardings=(state_shardings, None), donate_argnums=0)
 

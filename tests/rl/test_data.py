@@ -245,3 +245,52 @@ def test_shard_batches_state_restores_each_shard(records, renderer):
   np.testing.assert_array_equal(next(resumed)["tokens"], expected["tokens"][2:])
   with pytest.raises(ValueError, match=r"no shard \[2\]"):
     iter(_shards(records, renderer, [2], num_shards=4)).set_state(state)
+
+
+def test_value_masks_mark_the_argument_values_each_call_passes_on(oracle_messages, tokenizer):
+  """With ``value_mask`` the packed rows mark the tokens of the values ``call_tool`` passes on
+  (and only assistant tokens); the marked runs, read back, are those values as the calls write
+  them, each with its closing quote."""
+  from rl.decoding.arguments import value_tokens
+  from rl.decoding.constrained import Vocabulary
+
+  renderer = ChatRenderer(tokenizer)
+  records = [{"messages": m} for m in oracle_messages]
+  rendered = renderer.render(oracle_messages[0])
+  marked = value_tokens(
+    rendered.ids, rendered.loss_mask, Vocabulary.from_tokenizer(tokenizer, renderer.special_ids)
+  )
+  assert not (marked & (rendered.loss_mask == 0)).any()
+  runs, run = [], []
+  for token, on in zip(rendered.ids, marked, strict=True):
+    if on:
+      run.append(int(token))
+    elif run:
+      runs.append(renderer.decode(run))
+      run = []
+  passed_on = [
+    json.loads(c["function"]["arguments"]).get("arguments") or {}
+    for m in oracle_messages[0]
+    if m["role"] == "assistant"
+    for c in m.get("tool_calls") or []
+    if c["function"]["name"] == "call_tool"
+  ]
+  values = [
+    v
+    for args in passed_on
+    for v in args.values()
+    if isinstance(v, str | int | float) and not isinstance(v, bool)
+  ]
+  assert values and len(runs) >= len(values)
+  text = "".join(runs)
+  for v in values:
+    assert (json.dumps(v)[1:] if isinstance(v, str) else json.dumps(v)) in text
+  assert '"service"' not in text and '"tool"' not in text  # names, not passed on
+  config = dict(seq_len=8192, batch_size=1, overlong="truncate")
+  plain = all_batches(records, renderer, **config)
+  valued = all_batches(records, renderer, value_mask=True, **config)
+  assert not any(b["value_mask"].any() for b in plain)
+  for a, b in zip(plain, valued, strict=True):
+    np.testing.assert_array_equal(a["tokens"], b["tokens"])
+    assert (b["value_mask"] <= b["loss_mask"]).all()
+  assert sum(int(b["value_mask"].sum()) for b in valued) > 0

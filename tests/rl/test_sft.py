@@ -43,6 +43,7 @@ def fake_batch(seed: int, b: int, t: int, vocab: int) -> dict[str, np.ndarray]:
     "tokens": tokens,
     "targets": targets,
     "loss_mask": loss_mask,
+    "value_mask": np.zeros((b, t), np.int32),
     "segment_ids": segment_ids,
     "positions": positions * (segment_ids > 0),
   }
@@ -200,6 +201,9 @@ def test_loss_weights_put_the_context_weight_on_real_non_assistant_tokens():
   np.testing.assert_allclose(sft.loss_weights(batch, 0.1), [[0.1, 1, 1, 0.1, 0]])
   with pytest.raises(ValueError, match="context_weight"):
     sft.loss_weights(batch, -1.0)
+  batch["value_mask"] = jnp.asarray([[0, 0, 1, 0, 0]])
+  np.testing.assert_allclose(sft.loss_weights(batch, value_weight=2.0), [[0, 1, 3, 0, 0]])
+  np.testing.assert_allclose(sft.loss_weights(batch, 0.1, 2.0), [[0.1, 1, 3, 0.1, 0]])
 
 
 @pytest.mark.slow  # two compilations of the step, the plain one shared with the accumulation check
