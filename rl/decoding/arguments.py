@@ -12,9 +12,10 @@ passed on,
 - **typed** (``schemas``: ``(service, tool)`` → the tool's input JSON Schema): its keys are the
   tool's parameters, each at most once; it closes only once every required one is there; a
   parameter with a string ``enum`` takes one of its values, and a value starts as its
-  parameter's ``type`` says (a string, a number, a boolean...). This is the grammar "from the tool's
-  JSON Schema" as vLLM and SGLang decode tool calls; other keywords (an integer's lack of a
-  fraction, ranges, patterns) are left to the service's own validation.
+  parameter's ``type`` says (a string, a number, a boolean...); an integer is written as digits
+  within its ``minimum`` and ``maximum`` (a page size of "1010141414..." cannot be). This is the
+  grammar "from the tool's JSON Schema" as vLLM and SGLang decode tool calls; other keywords (a
+  number's range, patterns) are left to the service's own validation.
 - **grounded** (``ground=True``): every other string value in it is a copy out of the
   conversation's text (the prompt: instruction and tool replies), whole words or a whole id: it
   starts at the start of a word there and may only end at the end of one ("inv_edff9e11", never
@@ -37,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
@@ -46,6 +48,8 @@ import numpy as np
 from rl.decoding.constrained import CALL_SYM, SPECIAL_BASE, Constraint, Vocabulary
 
 _QUOTE, _BACKSLASH = 0x22, 0x5C
+#: A leading system turn (rl.data.chat's markers): how to work, never a task's values.
+_SYSTEM_TURN = re.compile(rb"\A<\|im_start\|>system\n.*?<\|im_end\|>\n?", re.S)
 #: Bytes that make up words and ids (and every byte of a multi-byte UTF-8 character).
 _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") | frozenset(
   range(0x80, 0x100)
@@ -182,6 +186,33 @@ class JsonScanner:
     return self.depth == 3 and self.in_passed_on
 
 
+def _integer_prefix(text: bytes, low: float, high: float) -> bool:
+  """Whether ``text`` starts a JSON integer in ``[low, high]``: digits without a leading zero
+  (a lone "0" aside), after a "-" where ``low`` < 0, that lie in the range or grow into it."""
+  negative = text.startswith(b"-")
+  digits = text[1:] if negative else text
+  if negative and low >= 0:
+    return False
+  if not digits:
+    return negative
+  if not digits.isdigit() or (digits.startswith(b"0") and len(digits) > 1):
+    return False
+  value = int(digits)
+  if negative:  # more digits only lower it
+    return -value >= low
+  if value == 0:
+    return low <= 0 <= high
+  return value <= high and (value >= low or value * 10 <= high)
+
+
+def _integer_in(text: bytes, low: float, high: float) -> bool:
+  """Whether ``text`` is a whole JSON integer in ``[low, high]``."""
+  try:
+    return low <= int(text) <= high
+  except ValueError:
+    return False
+
+
 def _text(b: bytes | bytearray) -> str:
   try:
     return json.loads(b'"' + bytes(b) + b'"')
@@ -249,7 +280,8 @@ def _token_kinds(vocab: Vocabulary) -> _TokenKinds:
 class ArgumentConstraint:
   """One turn's decoding of what ``call_tool`` passes on, over an optional grammar ``inner``.
 
-  ``context`` is the conversation's text (bytes) values are copied from when ``ground``;
+  ``context`` is the conversation's text (bytes) values are copied from when ``ground``, less a
+  leading system turn (its words are the meta-tools' own: "service, tool" is no search query);
   ``schemas`` types the object by the called tool's input schema; ``forced`` are the ids the turn
   starts with, already fed to ``inner``.
   """
@@ -265,7 +297,8 @@ class ArgumentConstraint:
     forced: Sequence[int] = (),
     composed: Collection[tuple[str, str, str]] = (),
   ):
-    self.vocab, self.context, self.inner = vocab, bytes(context), inner
+    self.vocab, self.inner = vocab, inner
+    self.context = _SYSTEM_TURN.sub(b"", bytes(context), count=1)
     self.ground, self.schemas = ground, schemas or {}
     self.composed = frozenset(tuple(c) for c in composed)
     self.scanner = JsonScanner()
@@ -344,6 +377,18 @@ class ArgumentConstraint:
     types = prop.get("type")
     types = {types} if isinstance(types, str) else set(types or ())
     return bool(types) and types <= {"number", "integer"} and not {"default", "enum"} & set(prop)
+
+  def _integer_bounds(self, s: JsonScanner) -> tuple[float, float] | None:
+    """(minimum, maximum) of the integer parameter whose bare value is written here (-inf / inf
+    where the schema gives none); None when the member's parameter is not typed ``integer``."""
+    if not (s.passed_on and s.stack[-1] == ":" and not s.in_string):
+      return None
+    if (schema := self._schema(s)) is None:
+      return None
+    prop = (schema.get("properties") or {}).get(s.keys[-1]) or {}
+    if prop.get("type") != "integer" or "enum" in prop:
+      return None
+    return prop.get("minimum", -math.inf), prop.get("maximum", math.inf)
 
   def numbers(self) -> tuple[frozenset[bytes], frozenset[bytes]]:
     """The JSON numbers the conversation writes (each as its digits, without thousands
@@ -428,6 +473,11 @@ class ArgumentConstraint:
     number (one the conversation writes)."""
     if byte != 0x20 and (first := self._value_start(s)) is not None and byte not in first:
       return True
+    if (s.scalar or s.awaiting) and (bounds := self._integer_bounds(s)) is not None:
+      if byte in _NUMBER and not _integer_prefix(bytes(s.scalar) + bytes([byte]), *bounds):
+        return True  # not the start of an integer in the parameter's range
+      if byte not in _NUMBER and s.scalar and not _integer_in(bytes(s.scalar), *bounds):
+        return True  # the integer would end out of range (or as "-")
     if (s.scalar or s.awaiting) and self._grounds_number(s):
       whole, prefixes = self.numbers()
       if byte in _NUMBER:
@@ -480,7 +530,9 @@ class ArgumentConstraint:
     mask = np.zeros(self.vocab.size, bool)
     rule = self._rule(self.scanner)
     # A value's first byte (typed) and a grounded number's next: each token walked through.
-    number = bool(self.scanner.scalar) and self._grounds_number(self.scanner)
+    number = bool(self.scanner.scalar) and (
+      self._grounds_number(self.scanner) or self._integer_bounds(self.scanner) is not None
+    )
     if number or self._value_start(self.scanner) is not None:
       self._walk(mask, self._kinds.plain_by_first)
     elif rule is None:

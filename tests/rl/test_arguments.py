@@ -101,6 +101,17 @@ def test_a_grounded_value_only_continues_a_substring_of_the_context():
   assert not g.grounding and g.allowed().all()  # after the value: the model writes freely
 
 
+def test_the_system_turn_is_not_copied_from():
+  system = b"<|im_start|>system\nCall call_tool(service, tool, arguments). Atlas<|im_end|>\n"
+  user = b"<|im_start|>user\n" + CONTEXT + b"<|im_end|>\n"
+  g, ids = _start(system + user, PREFIX + '{"query": "')
+  mask = g.allowed()
+  assert mask[ids["Juniper"]] and not mask[ids["Atlas"]] and not mask[ord("s")]
+  # Only a leading system turn goes: the same words in a later turn are copied.
+  g, ids = _start(user + system, PREFIX + '{"query": "')
+  assert g.allowed()[ids["Atlas"]]
+
+
 def test_ids_are_copied_token_by_token_and_keys_and_numbers_are_free():
   g, ids = _start(CONTEXT, PREFIX + '{"invoice_id": "inv_')
   mask = g.allowed()
@@ -176,6 +187,33 @@ def test_keys_are_the_called_tools_parameters_each_once():
   assert mask[ord("x")]
 
 
+def test_an_integer_is_written_within_its_range():
+  SCHEMAS[("invoicing", "b")] = {
+    "type": "object",
+    "properties": {
+      "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
+      "delta": {"type": "integer", "minimum": -5},
+    },
+  }
+  prefix = PREFIX.replace('"t"', '"b"')
+  try:
+    mask, _ = _typed(prefix + '{"limit": ')
+    assert mask[ord("1")] and mask[ord("9")] and not mask[ord("0")] and not mask[ord("-")]
+    mask, _ = _typed(prefix + '{"limit": 10')
+    assert mask[ord("0")] and not mask[ord("1")] and not mask[ord(".")] and mask[ord("}")]
+    mask, _ = _typed(prefix + '{"limit": 100')  # the maximum: nothing but the end follows
+    assert not any(mask[ord(d)] for d in "0123456789") and mask[ord("}")] and mask[ord(",")]
+    # (Not grounded: a grounded number without a default is one the context writes.)
+    mask, _ = _typed(prefix + '{"delta": -', ground=False)
+    assert mask[ord("5")] and not mask[ord("6")] and not mask[ord("}")]
+    mask, _ = _typed(prefix + '{"delta": -5', ground=False)
+    assert mask[ord("}")] and not mask[ord("0")]
+    mask, _ = _typed(prefix + '{"delta": 7', ground=False)  # no maximum: any number of digits
+    assert mask[ord("0")] and mask[ord("9")] and mask[ord("}")]
+  finally:
+    del SCHEMAS[("invoicing", "b")]
+
+
 def test_an_enum_parameter_takes_one_of_its_values():
   mask, _ = _typed(PREFIX + '{"status":')
   assert mask[ord(" ")] and mask[ord('"')] and not mask[ord("1")] and not mask[ord("t")]
@@ -243,7 +281,7 @@ def _mask_token_by_token(g: ArgumentConstraint) -> np.ndarray:
   mask = np.zeros(vocab.size, bool)
   s, rule = g.scanner, g._rule(g.scanner)
   kinds = g._kinds
-  number = bool(s.scalar) and g._grounds_number(s)
+  number = bool(s.scalar) and (g._grounds_number(s) or g._integer_bounds(s) is not None)
   if number or g._value_start(s) is not None:
     for i in kinds.plain:
       mask[i] = g._keeps(kinds.token_bytes[i])
