@@ -46,10 +46,14 @@ from typing import Any
 import numpy as np
 
 from rl.decoding.constrained import CALL_SYM, SPECIAL_BASE, Constraint, Vocabulary
+from rl.decoding.symbols import SPECIALS
 
 _QUOTE, _BACKSLASH = 0x22, 0x5C
-#: A leading system turn (rl.data.chat's markers): how to work, never a task's values.
-_SYSTEM_TURN = re.compile(rb"\A<\|im_start\|>system\n.*?<\|im_end\|>\n?", re.S)
+#: A leading system turn (the chat's markers, `SPECIALS`): how to work, never a task's values.
+_SYSTEM_TURN = re.compile(
+  rb"\A%ssystem\n.*?%s\n?" % (re.escape(SPECIALS[0].encode()), re.escape(SPECIALS[1].encode())),
+  re.S,
+)
 #: Bytes that make up words and ids (and every byte of a multi-byte UTF-8 character).
 _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") | frozenset(
   range(0x80, 0x100)
@@ -364,16 +368,20 @@ class ArgumentConstraint:
       return None
     return frozenset().union(*(_STARTS[t] for t in types))
 
+  def _member_property(self, s: JsonScanner) -> Mapping[str, Any] | None:
+    """The called tool's schema of the parameter whose bare value is written here ({} for one
+    the schema does not list); None outside a passed-on member's bare value or without a schema."""
+    if not (s.passed_on and s.stack[-1] == ":" and not s.in_string):
+      return None
+    if (schema := self._schema(s)) is None:
+      return None
+    return (schema.get("properties") or {}).get(s.keys[-1]) or {}
+
   def _grounds_number(self, s: JsonScanner) -> bool:
     """Whether a bare value written here is a grounded number: the member's parameter is typed
     a number or an integer (no enum) and has no default."""
-    if not (self.ground and s.passed_on and s.stack[-1] == ":" and not s.in_string):
+    if not self.ground or (prop := self._member_property(s)) is None or self._composed(s):
       return False
-    if self._composed(s):
-      return False
-    if (schema := self._schema(s)) is None:
-      return False
-    prop = (schema.get("properties") or {}).get(s.keys[-1]) or {}
     types = prop.get("type")
     types = {types} if isinstance(types, str) else set(types or ())
     return bool(types) and types <= {"number", "integer"} and not {"default", "enum"} & set(prop)
@@ -381,12 +389,8 @@ class ArgumentConstraint:
   def _integer_bounds(self, s: JsonScanner) -> tuple[float, float] | None:
     """(minimum, maximum) of the integer parameter whose bare value is written here (-inf / inf
     where the schema gives none); None when the member's parameter is not typed ``integer``."""
-    if not (s.passed_on and s.stack[-1] == ":" and not s.in_string):
-      return None
-    if (schema := self._schema(s)) is None:
-      return None
-    prop = (schema.get("properties") or {}).get(s.keys[-1]) or {}
-    if prop.get("type") != "integer" or "enum" in prop:
+    prop = self._member_property(s)
+    if prop is None or prop.get("type") != "integer" or "enum" in prop:
       return None
     return prop.get("minimum", -math.inf), prop.get("maximum", math.inf)
 
