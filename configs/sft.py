@@ -78,6 +78,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Which reads of the reference solution the oracle plays: "all", or "needed" (those whose
   # replies a later call or the answer needs; compoworld.tasks.task.needed_calls).
   c.generate.reads = "all"
+  # Share of tasks on which the oracle first plays one read with a wrong value that finds
+  # nothing, then the right one; the wrong turn is not trained on (compoworld.agents.detours).
+  c.generate.detours = 0.0
 
   c.optim = ml_collections.ConfigDict()
   c.optim.lr = 1e-4  # paper: 1e-4

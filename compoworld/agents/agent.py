@@ -11,11 +11,13 @@ from __future__ import annotations
 import abc
 import importlib
 import json
+import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import openai
 
+from compoworld.agents.detours import TRAINED, plan_detour
 from compoworld.llm import make_client, message_to_dict
 from compoworld.tasks.task import Task, needed_calls
 
@@ -88,30 +90,43 @@ class OracleAgent(Agent):
   turns writes the service and tool first in the call itself. ``reads="needed"`` plays the
   reference solution without the reads whose replies nothing after them needs
   (``compoworld.tasks.task.needed_calls``: a ``get_invoice`` after the ``list_invoices`` that
-  showed the invoice whole); ``"all"`` (the default) plays every call.
+  showed the invoice whole); ``"all"`` (the default) plays every call. ``detours`` is the
+  share of tasks (drawn by task id) on which one read is first played with a wrong value that
+  finds nothing, then right (``compoworld.agents.detours``): the wrong turn is marked untrained,
+  so a policy learns what to do after a read that finds nothing.
   """
 
   DISCOVERY = ("full", "services", "none")
   READS = ("all", "needed")
-  SETTINGS = ("discovery", "narrate", "reads")  # its keyword arguments (oracle_settings)
+  SETTINGS = ("discovery", "narrate", "reads", "detours")  # its keyword arguments (oracle_settings)
 
-  def __init__(self, discovery: str = "full", narrate: bool = True, reads: str = "all"):
+  def __init__(
+    self, discovery: str = "full", narrate: bool = True, reads: str = "all", detours: float = 0.0
+  ):
     if discovery not in self.DISCOVERY:
       raise ValueError(f"unknown discovery {discovery!r}; valid: {', '.join(self.DISCOVERY)}")
     if reads not in self.READS:
       raise ValueError(f"unknown reads {reads!r}; valid: {', '.join(self.READS)}")
+    if not 0.0 <= detours <= 1.0:
+      raise ValueError(f"detours is a share of tasks in [0, 1], got {detours}")
     self.discovery = discovery
     self.narrate = narrate
     self.reads = reads
+    self.detours = detours
 
   def reset(self, task: Task) -> None:
-    steps: list[tuple[str, str, dict[str, Any]]] = []
+    steps: list[tuple[str, str, dict[str, Any], bool]] = []  # (sentence, meta-tool, args, trained)
     if self.discovery != "none":
-      steps.append(("I'll start by finding out which services are available.", "list_services", {}))
+      steps.append(
+        ("I'll start by finding out which services are available.", "list_services", {}, True)
+      )
     services, tools = set(), set()
     full = self.discovery == "full"
     solution = needed_calls(task) if self.reads == "needed" else task.reference_solution
-    for call in solution:
+    detour = None
+    if self.detours and (rng := random.Random(f"detour:{task.id}")).random() < self.detours:
+      detour = plan_detour(task, solution, rng)
+    for i, call in enumerate(solution):
       if full and call.service not in services:
         services.add(call.service)
         steps.append(
@@ -119,6 +134,7 @@ class OracleAgent(Agent):
             f"Let me see what the {call.service} service can do.",
             "list_tools",
             {"service": call.service},
+            True,
           )
         )
       if full and (call.service, call.tool) not in tools:
@@ -128,15 +144,13 @@ class OracleAgent(Agent):
             f"I'll check the arguments of {call.service}'s {call.tool} tool.",
             "describe_tool",
             {"service": call.service, "tool": call.tool},
+            True,
           )
         )
-      steps.append(
-        (
-          f"Now I'll call {call.tool} on {call.service}.",
-          "call_tool",
-          {"service": call.service, "tool": call.tool, "arguments": call.arguments},
-        )
-      )
+      played = [(detour.call, False)] if detour is not None and detour.index == i else []
+      for c, trained in [*played, (call, True)]:
+        arguments = {"service": c.service, "tool": c.tool, "arguments": c.arguments}
+        steps.append((f"Now I'll call {c.tool} on {c.service}.", "call_tool", arguments, trained))
     self._steps = steps
     self._answer = task.reference_answer or "Done: every requested step has been completed."
     self._i = 0
@@ -144,15 +158,16 @@ class OracleAgent(Agent):
   def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
     if self._i >= len(self._steps):
       return {"role": "assistant", "content": self._answer}
-    content, name, arguments = self._steps[self._i]
+    content, name, arguments, trained = self._steps[self._i]
     self._i += 1
     content = content if self.narrate else ""
-    return tool_call_message(content, name, arguments, call_id=f"call_{self._i}")
+    message = tool_call_message(content, name, arguments, call_id=f"call_{self._i}")
+    return message if trained else {**message, TRAINED: False}
 
 
 def oracle_settings(block: Mapping[str, Any]) -> dict[str, Any]:
   """``OracleAgent``'s keyword arguments that a config block sets (``discovery``, ``narrate``,
-  ``reads``); those it leaves out keep the agent's defaults."""
+  ``reads``, ``detours``); those it leaves out keep the agent's defaults."""
   return {name: block[name] for name in OracleAgent.SETTINGS if name in block}
 
 

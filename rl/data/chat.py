@@ -45,6 +45,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from compoworld.agents.detours import TRAINED
 from compoworld.compose.env import META_TOOLS
 from rl.data.tokenizer import CHAT_REPLIES, CHAT_SYSTEMS, Tokenizer, require_tokens
 
@@ -169,8 +170,13 @@ def turn_segments(
   if len(turn) != 1:
     raise ValueError(f"a {role!r} turn is one message, got {len(turn)}")
   msg = turn[0]
-  if role == "assistant":
-    return [(f"{IM_START}assistant\n", False), (assistant_body(msg) + IM_END, True), ("\n", False)]
+  if role == "assistant":  # a turn marked untrained (an oracle's detour) is context only
+    trained = msg.get(TRAINED, True) is not False
+    return [
+      (f"{IM_START}assistant\n", False),
+      (assistant_body(msg) + IM_END, trained),
+      ("\n", False),
+    ]
   if role == "system":
     body = BRIEF_SYSTEM if system == "brief" else system_text(msg.get("content"), tools)
     return [(f"{IM_START}system\n{body}{IM_END}\n", False)]

@@ -107,10 +107,12 @@ def one_per_composition(tasks: Sequence[Task]) -> list[Task]:
   return list(seen.values())
 
 
-def oracle_kwargs(config: ml_collections.ConfigDict) -> dict[str, Any]:
+def oracle_kwargs(config: ml_collections.ConfigDict, held_out: bool = False) -> dict[str, Any]:
   """The oracle's settings in ``config.trajectories`` (its discovery calls, whether it names
-  each call in a sentence first, which reads it plays), as the recipe's."""
-  return oracle_settings(config.get("trajectories", {}))
+  each call in a sentence first, which reads it plays, its detours), as the recipe's. On
+  ``held_out`` tasks (the held-out loss, turn match and the oracle's row) it makes no detour."""
+  settings = oracle_settings(config.get("trajectories", {}))
+  return {**settings, "detours": 0.0} if held_out and "detours" in settings else settings
 
 
 def save_split(
@@ -299,7 +301,7 @@ def run(
         summary = collect_trajectories(
           load_tasks(tasks_file),
           paths[part],
-          agent_kwargs=oracle_kwargs(config),
+          agent_kwargs=oracle_kwargs(config, held_out=part == "eval_traj"),
           max_turns=config.trajectories.max_turns,
         )
         _write_json(paths[part] / "summary.json", summary)

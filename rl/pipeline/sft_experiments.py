@@ -95,7 +95,7 @@ def _play(
   of the held-out ones (``workdir/eval``); what a prepared arm records, with ``facts``, in
   ``workdir/prepared.json``."""
   collected = collect_trajectories(train, workdir / "train", agent_kwargs=oracle_kwargs(config))
-  oracle = collect_trajectories(held, workdir / "eval", agent_kwargs=oracle_kwargs(config))
+  oracle = collect_trajectories(held, workdir / "eval", agent_kwargs=oracle_kwargs(config, True))
   prepared = {
     **facts,
     "train_compositions": len({composition(t) for t in train}),

@@ -56,10 +56,24 @@ def test_the_oracle_plays_the_training_tasks_as_the_sft_recipe_says():
   from rl.pipeline.run import oracle_kwargs
 
   config = get_config("tiny")
-  assert oracle_kwargs(config) == {"discovery": "none", "narrate": True, "reads": "needed"}
+  detours = config.sft.generate.detours
+  assert oracle_kwargs(config) == {
+    "discovery": "none",
+    "narrate": True,
+    "reads": "needed",
+    "detours": detours,
+  }
   config.trajectories.narrate = False
   config.trajectories.reads = "all"
-  assert oracle_kwargs(config) == {"discovery": "none", "narrate": False, "reads": "all"}
+  config.trajectories.detours = 0.5
+  assert oracle_kwargs(config) == {
+    "discovery": "none",
+    "narrate": False,
+    "reads": "all",
+    "detours": 0.5,
+  }
+  # The held-out tasks' trajectories (held-out loss, turn match, the oracle's row): no detour.
+  assert oracle_kwargs(config, held_out=True)["detours"] == 0.0
 
 
 @pytest.mark.slow
