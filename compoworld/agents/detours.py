@@ -46,13 +46,13 @@ class Detour:
 
 
 def finds_nothing(envelope: Envelope) -> bool:
-  """Whether a read's envelope shows nothing: a 404, or a page whose lists are all empty."""
+  """Whether a read's envelope shows nothing: a 404, an empty list, or a page of no items (a
+  record with an empty list field is something)."""
   if not envelope.get("ok"):
     return envelope.get("status") == 404
   data = envelope.get("data")
   if isinstance(data, dict):
-    lists = [v for v in data.values() if isinstance(v, list)]
-    return bool(lists) and not any(lists) and not data.get("total")
+    return "items" in data and not data["items"] and not data.get("total")
   return data is None or data == []
 
 

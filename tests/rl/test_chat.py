@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from compoworld.agents.detours import TRAINED
 from compoworld.compose.env import META_TOOLS
 from rl.data.chat import (
   IM_END,
@@ -128,6 +129,25 @@ def test_loss_mask_is_exactly_the_assistant_tokens(renderer, oracle_messages):
   for body in bodies:
     rest = rest.replace(body, "", 1)
   assert renderer.decode(out.ids[out.loss_mask == 0]) == rest
+
+
+def test_an_untrained_assistant_turn_is_context_only(renderer, oracle_messages):
+  """An oracle's detour (``"trained": false``): the same ids, none of its tokens in the loss."""
+  messages = oracle_messages[0]
+  k = next(i for i, m in enumerate(messages) if m["role"] == "assistant" and m.get("tool_calls"))
+  marked = [*messages[:k], {**messages[k], TRAINED: False}, *messages[k + 1 :]]
+  plain, out = renderer.render(messages), renderer.render(marked)
+  np.testing.assert_array_equal(out.ids, plain.ids)
+  trained = renderer.decode(out.ids[out.loss_mask == 1])
+  bodies = [
+    assistant_body(m) + IM_END
+    for i, m in enumerate(messages)
+    if m["role"] == "assistant" and i != k
+  ]
+  assert trained == "".join(bodies)
+  assert int(plain.loss_mask.sum() - out.loss_mask.sum()) == len(
+    renderer.encode_text(assistant_body(messages[k]) + IM_END)
+  )
 
 
 def test_incremental_conversation_equals_full_render(renderer, oracle_messages):
