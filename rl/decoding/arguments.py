@@ -54,6 +54,8 @@ _SYSTEM_TURN = re.compile(
   rb"\A%ssystem\n.*?%s\n?" % (re.escape(SPECIALS[0].encode()), re.escape(SPECIALS[1].encode())),
   re.S,
 )
+#: The chat's markers, `SPECIALS` ("<|im_end|>", "<tool_response>", ...), as the context spells them.
+_MARKERS = re.compile(b"|".join(re.escape(m.encode()) for m in SPECIALS))
 #: Bytes that make up words and ids (and every byte of a multi-byte UTF-8 character).
 _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") | frozenset(
   range(0x80, 0x100)
@@ -286,6 +288,7 @@ class ArgumentConstraint:
 
   ``context`` is the conversation's text (bytes) values are copied from when ``ground``, less a
   leading system turn (its words are the meta-tools' own: "service, tool" is no search query);
+  a copy never runs over one of the chat's markers into the next turn;
   ``schemas`` types the object by the called tool's input schema; ``forced`` are the ids the turn
   starts with, already fed to ``inner``.
   """
@@ -302,7 +305,10 @@ class ArgumentConstraint:
     composed: Collection[tuple[str, str, str]] = (),
   ):
     self.vocab, self.inner = vocab, inner
-    self.context = _SYSTEM_TURN.sub(b"", bytes(context), count=1)
+    context = _SYSTEM_TURN.sub(b"", bytes(context), count=1)
+    # A copy ends where its turn does: each marker becomes a line break, which no copy crosses
+    # (the user's last words and "<|im_end" are no search query).
+    self.context = _MARKERS.sub(b"\n", context)
     self.ground, self.schemas = ground, schemas or {}
     self.composed = frozenset(tuple(c) for c in composed)
     self.scanner = JsonScanner()

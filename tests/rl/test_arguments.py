@@ -112,6 +112,17 @@ def test_the_system_turn_is_not_copied_from():
   assert g.allowed()[ids["Atlas"]]
 
 
+def test_a_copy_ends_with_its_turn():
+  """The user's last words run into ``<|im_end|>`` without a space: a copy of them may not go
+  on into the marker ("it's done.<|im_end")."""
+  user = b"<|im_start|>user\nPost it word for word<|im_end|>\n<|im_start|>assistant\n"
+  g, ids = _start(user, PREFIX + '{"query": "word for word')
+  mask = g.allowed()
+  assert mask[ord('"')] and not mask[ord("<")]
+  g, ids = _start(user, PREFIX + '{"query": "')
+  assert not g.allowed()[ord("<")] and not g.allowed()[ids["<|im_end|>"]]
+
+
 def test_ids_are_copied_token_by_token_and_keys_and_numbers_are_free():
   g, ids = _start(CONTEXT, PREFIX + '{"invoice_id": "inv_')
   mask = g.allowed()
