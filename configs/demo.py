@@ -82,6 +82,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.eval.max_new_tokens = 128  # tokens per assistant turn
   c.eval.max_context = c.sft.data.seq_len  # prompt + generated, as trained; when full: episode ends
   c.eval.temperature = 0.0  # greedy
+  # Processes playing the held-out tasks: spawned ones, each loading the policy through the
+  # compilation cache, since this process has JAX running (compoworld.agents.evaluation.evaluate).
+  c.eval.workers = 1 if variant == "test" else 2
   # Each policy is scored decoding freely and under the typed grammar with grounded strings
   # (rl.pipeline.run.DECODINGS: "free", "constrained", "grounded", "constrained+grounded").
   c.eval.decodings = ("free", "constrained+grounded")

@@ -173,6 +173,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     # against 0.467, the same pass rates (README, "Batch 4 instead of 8").
     c.data.batch_size = 4
     c.data.num_epochs = 1
+    # First fit over 256 open rows instead of 4: packing efficiency 0.82 -> 0.93, one epoch of
+    # the demo's 5,643 trajectories in 911 steps instead of 1,035, the same loss tokens
+    # (README, "Packing over more open rows").
+    c.data.num_packing_bins = 256
     c.data.eval_fraction = 0.05
     # Rows hold at most ~670 loss tokens of 2,048: the heads at 768 positions a row, the same
     # loss, 3.80 -> 3.38 s a step (README, "Scoring only the loss positions").

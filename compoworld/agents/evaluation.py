@@ -169,6 +169,43 @@ def _jax_started() -> bool:
   return xla_bridge.backends_are_initialized()
 
 
+def _static_services(tasks: Sequence[Task]) -> bool:
+  """Whether every service the tasks use is a class a fresh process finds by importing its
+  module (not one registered at run time, as compiled services are)."""
+  for name in {s for t in tasks for s in (*t.services, *t.distractors)}:
+    cls = registry.get(name)
+    module = sys.modules.get(cls.__module__)
+    if module is None or getattr(module, cls.__qualname__, None) is not cls:
+      return False
+  return True
+
+
+def _start_spawned(
+  tasks: Sequence[Task],
+  agent: str,
+  agent_kwargs: dict[str, Any],
+  k: int,
+  max_turns: int,
+  jax_cache: tuple[str | None, float],
+) -> None:
+  # Runs first in each spawned worker (a fresh interpreter): the job, and JAX's persistent
+  # compilation cache as the parent had it, so a worker loads the programs the parent compiled.
+  global _JOB
+  cache_dir, min_seconds = jax_cache
+  if cache_dir:
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", cache_dir)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", min_seconds)
+  _JOB = (tasks, agent_factory(agent, agent_kwargs, check=False), k, max_turns)
+
+
+def _jax_cache() -> tuple[str | None, float]:
+  import jax
+
+  return jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs
+
+
 def _play_index(i: int) -> dict[str, Any]:
   # Runs in a forked worker: the job was set before the fork, so agents built from closures
   # (and the loaded service library) need no pickling.
@@ -191,8 +228,11 @@ def evaluate(
 
   ``workers`` > 1 plays tasks in forked processes; the results do not depend on it. A
   checkpoint agent is then loaded in each worker (CPU only: on an accelerator serve it behind an
-  endpoint); once this process has started JAX, forking would deadlock, so it plays with one
-  worker and says so.
+  endpoint). Once this process has started JAX (a pipeline that trained the policy it now
+  scores), forking would deadlock: an agent given by name is then played in spawned workers,
+  fresh interpreters that load it again (through JAX's compilation cache when one is set), as
+  long as every service the tasks use is importable there; otherwise it plays with one worker
+  and says so.
   """
   global _JOB
   if k < 1:
@@ -207,14 +247,16 @@ def evaluate(
   if dupes:
     raise ValueError(f"task ids must be unique; repeated: {', '.join(sorted(dupes)[:5])}")
   parallel = workers > 1 and len(tasks) > 1
-  if parallel and _jax_started():
+  spawn = parallel and _jax_started()
+  if spawn and not (isinstance(agent, str) and _static_services(tasks)):
     logging.warning(
-      "evaluate: JAX is already running in this process and a forked worker would deadlock; "
+      "evaluate: JAX is already running in this process and a forked worker would deadlock, "
+      "and the agent is no registered name or a service was registered at run time; "
       "playing %d tasks with one worker instead of %d",
       len(tasks),
       workers,
     )
-    parallel = False
+    parallel = spawn = False
   make = agent_factory(agent, agent_kwargs, check=not (parallel and agent in _JAX_AGENTS))
   bar = tqdm(total=len(tasks), desc="evaluate", disable=not progress, mininterval=1.0)
   results, passed, played = [], 0, 0
@@ -228,11 +270,17 @@ def evaluate(
     bar.update(1)
 
   if parallel:
-    registry.names()  # import the library once, before forking
-    _JOB = (tasks, make, k, max_turns)
+    if spawn:
+      ctx, start = multiprocessing.get_context("spawn"), _start_spawned
+      job = (list(tasks), agent, dict(agent_kwargs or {}), k, max_turns, _jax_cache())
+    else:
+      registry.names()  # import the library once, before forking
+      ctx, start, job = multiprocessing.get_context("fork"), None, ()
+      _JOB = (tasks, make, k, max_turns)
     try:
-      ctx = multiprocessing.get_context("fork")
-      with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+      with concurrent.futures.ProcessPoolExecutor(
+        workers, mp_context=ctx, initializer=start, initargs=job
+      ) as pool:
         for result in pool.map(_play_index, range(len(tasks))):
           done(result)
     finally:

@@ -183,6 +183,7 @@ def evaluate_policy(
       "default_max_tokens": cfg.max_new_tokens,
       **DECODINGS[decoding],
     },
+    workers=cfg.get("workers", 1),
     progress=progress,
     plots=False,
   )

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from compoworld.agents import evaluation
 from compoworld.agents.agent import Agent, tool_call_message
 from compoworld.agents.evaluation import (
   evaluate,
@@ -398,3 +399,24 @@ def test_the_checkpoint_agent_loads_on_demand_in_a_fresh_process():
     [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
   )
   assert "refused:" in out.stdout and out.stdout.strip().endswith("registered")
+
+
+def test_workers_once_jax_runs_are_spawned_for_an_agent_given_by_name(tasks, caplog):
+  """A pipeline that trained a policy has JAX running, so forking would deadlock: an agent
+  given by name plays in spawned workers, with the results of one worker; an agent given as a
+  factory (no name a fresh process can make) falls back to one worker and says so."""
+  import jax.numpy as jnp
+
+  jnp.zeros(1).block_until_ready()  # JAX's runtime is up in this process
+  assert evaluation._jax_started() and evaluation._static_services(tasks)
+  one = evaluate(tasks[:3], "oracle", progress=False)
+  with caplog.at_level("WARNING"):
+    spawned = evaluate(tasks[:3], "oracle", workers=2, progress=False)
+  assert not caplog.records
+  assert json.dumps(one, sort_keys=True) == json.dumps(spawned, sort_keys=True)
+  with caplog.at_level("WARNING"):
+    fallback = evaluate(tasks[:3], Fumbler, k=2, workers=2, progress=False)
+  assert "one worker instead of 2" in caplog.text
+  assert json.dumps(fallback, sort_keys=True) == json.dumps(
+    evaluate(tasks[:3], Fumbler, k=2, progress=False), sort_keys=True
+  )
