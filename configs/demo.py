@@ -52,8 +52,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   g = c.sft.generate
   c.tasks = ml_collections.ConfigDict()
   # Task indices generated (every index yields a K = 1 task): 5,643 training tasks, one epoch of
-  # their oracle trajectories (~5.5 a step of 4 x 2,048 tokens) is ~1,030 SFT steps, which
-  # keeps the demo within 20 minutes on 2 cores (6,000 tasks: 1,079 steps, 20.1 min).
+  # their oracle trajectories (~6.2 a step of 4 x 2,048 tokens, packed over 256 open rows) is
+  # 911 SFT steps; the whole demo took 16.7 min on 2 cores (README, "Demo"), 24.7 min on a
+  # slower machine with 4 open rows (1,035 steps) and one evaluation worker.
   c.tasks.num_tasks = 5700
   c.tasks.num_services = g.num_services  # K
   c.tasks.min_walk = g.min_walk  # walk length L bounds
