@@ -115,6 +115,10 @@ def group_advantages(rewards: jax.Array, delta: float = 1e-6) -> jax.Array:
   if rewards.ndim != 2:
     raise ValueError(f"rewards must be [G, N]; got shape {rewards.shape}")
   dev_gn = rewards - rewards.mean(axis=-1, keepdims=True)
+  # A group of equal rewards has no deviation: float32's mean of eight 0.7s is not 0.7, and
+  # the rounding over (sigma + delta) would give every rollout of it an advantage of ~0.06.
+  constant_g1 = rewards.max(axis=-1, keepdims=True) == rewards.min(axis=-1, keepdims=True)
+  dev_gn = jnp.where(constant_g1, 0.0, dev_gn)
   sigma_g1 = jnp.sqrt(jnp.mean(dev_gn**2, axis=-1, keepdims=True))  # 1/N, not 1/(N - 1)
   return dev_gn / (sigma_g1 + delta)
 

@@ -130,6 +130,11 @@ def test_group_advantages_population_std_and_delta():
   s = np.sqrt(0.1875) + 1e-6
   np.testing.assert_allclose(got[0], [-0.25 / s, -0.25 / s, -0.25 / s, 0.75 / s], rtol=1e-5)
   np.testing.assert_array_equal(got[1], np.zeros(4))
+  # Constant groups of 8 whose float32 mean is not their value (0.7, 1/3, a uniform reward of 1
+  # of 3 criteria): still exactly 0, not (rounding) / (sigma + delta) ~ 0.06 for every rollout.
+  got = group_advantages(jnp.array([[0.7] * 8, [1 / 3] * 8, [0.0] * 7 + [1 / 3]]))
+  np.testing.assert_array_equal(got[:2], np.zeros((2, 8)))
+  assert got[2, -1] > 2.0 and np.all(got[2, :-1] < 0)
 
 
 @pytest.mark.parametrize("name", sorted(REWARDS))
