@@ -3,6 +3,7 @@
 - ``symbols``: the grammar's symbols (bytes and the chat's special tokens) and byte-level rules.
 - ``grammar``: ``ToolCallGrammar``, a pushdown automaton from the tools' JSON Schemas.
 - ``constrained``: the grammar over a vocabulary, a per-sequence constraint for a sampler.
+- ``scanner``: ``JsonScanner``, where in a tool call's JSON the text being written is.
 - ``arguments``: the arguments ``call_tool`` passes on, typed and grounded in the conversation.
 - ``modes``: the decoding modes and each turn's constraints, shared by rollouts and the agent.
 """
