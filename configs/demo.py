@@ -73,9 +73,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.trajectories.discovery = g.discovery  # the oracle's discovery calls, as the SFT recipe's
   c.trajectories.narrate = g.narrate  # a sentence naming each call before it
   c.trajectories.reads = g.reads  # every read of the reference solution, or the needed ones
-  c.trajectories.detours = (
-    g.detours
-  )  # share of training tasks with a wrong read first (not held out)
+  # Share of training tasks with a wrong read first (compoworld.agents.detours); held out: none.
+  c.trajectories.detours = g.detours
 
   c.eval = ml_collections.ConfigDict()  # the checkpoint agent on the held-out tasks
   c.eval.samples = 1  # k samples per task

@@ -6,6 +6,7 @@
 - ``evaluation``: any agent on a task file, k samples per task, the paper's metrics.
 - ``divergence``: where failed episodes leave the oracle's path, by kind.
 - ``trajectories``: an agent plays each task; the verified successes are the SFT set.
+- ``detours``: a wrong read that finds nothing, for the oracle to play (untrained) before the right one.
 - ``llm_author``: the LLM task author (explore, design, probe, submit), an agent that authors.
 - ``demo``: gate a task, solve it with the oracle, verify, report.
 """

@@ -93,17 +93,14 @@ def plan_detour(task: Task, calls: Sequence[ToolCall], rng: random.Random) -> De
   arguments that the instruction or an earlier reply shows, whose read finds nothing; None when
   no read has one."""
   s0 = task.make_env()
-  reads = [
-    j
-    for j, c in enumerate(calls)
-    if (spec := s0.services[c.service].spec(c.tool)) is not None and not spec.mutates
-  ]
+  specs = [s0.services[c.service].spec(c.tool) for c in calls]
+  reads = [j for j, spec in enumerate(specs) if spec is not None and not spec.mutates]
   rng.shuffle(reads)
   for j in reads:
     env = s0.fork()
     seen = "\n".join(json.dumps(env.call_tool(c.service, c.tool, c.arguments)) for c in calls[:j])
     call = calls[j]
-    props = (s0.services[call.service].spec(call.tool).input_schema or {}).get("properties") or {}
+    props = (specs[j].input_schema or {}).get("properties") or {}
     keys = [
       k
       for k, v in call.arguments.items()

@@ -47,7 +47,10 @@ from typing import Any
 import numpy as np
 
 from rl.decoding.constrained import SPECIAL_BASE, Constraint, Vocabulary
-from rl.decoding.scanner import _BACKSLASH, _NUMBER, _QUOTE, JsonScanner
+from rl.decoding.scanner import BACKSLASH as _BACKSLASH
+from rl.decoding.scanner import NUMBER_BYTES as _NUMBER
+from rl.decoding.scanner import QUOTE as _QUOTE
+from rl.decoding.scanner import JsonScanner
 from rl.decoding.scanner import unescape as _text
 from rl.decoding.symbols import SPECIALS
 

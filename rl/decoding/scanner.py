@@ -9,9 +9,9 @@ import json
 
 from rl.decoding.constrained import CALL_SYM, SPECIAL_BASE
 
-_QUOTE, _BACKSLASH = 0x22, 0x5C
+QUOTE, BACKSLASH = 0x22, 0x5C
 #: Bytes a bare JSON number is written with.
-_NUMBER = frozenset(b"-+.0123456789eE")
+NUMBER_BYTES = frozenset(b"-+.0123456789eE")
 #: The key path of the object call_tool passes on.
 _PASSED_ON = ("arguments", "arguments")
 
@@ -74,16 +74,16 @@ class JsonScanner:
     if self.in_string:
       if self.escape:
         self.escape = False
-      elif sym == _BACKSLASH:
+      elif sym == BACKSLASH:
         self.escape = True
-      elif sym == _QUOTE:
+      elif sym == QUOTE:
         self.in_string = False
         self._closed(unescape(self.value))
         return
       self.value.append(sym)
       return
     c = chr(sym)
-    if sym in _NUMBER and (self.scalar or self.awaiting):
+    if sym in NUMBER_BYTES and (self.scalar or self.awaiting):
       self.scalar.append(sym)
     else:
       self.scalar.clear()

@@ -112,7 +112,7 @@ def oracle_kwargs(config: ml_collections.ConfigDict, held_out: bool = False) -> 
   each call in a sentence first, which reads it plays, its detours), as the recipe's. On
   ``held_out`` tasks (the held-out loss, turn match and the oracle's row) it makes no detour."""
   settings = oracle_settings(config.get("trajectories", {}))
-  return {**settings, "detours": 0.0} if held_out and "detours" in settings else settings
+  return {**settings, "detours": 0.0} if held_out else settings
 
 
 def save_split(
