@@ -23,7 +23,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 from pydantic_core import core_schema, to_jsonable_python
 
-from compoworld.runtime.envelope import Conflict, NotFound, Unprocessable
+from compoworld.runtime.envelope import Conflict, InvalidArgument, NotFound, Unprocessable
 
 _MUTABLE_CONTAINERS = (list, dict, set, frozenset, bytearray)
 
@@ -73,6 +73,22 @@ class Record(BaseModel):
     values = dict(self)
     values.update(changes)
     return type(self).model_validate(values)
+
+
+def supplied(tool_name: str, values: dict[str, Any], name_fields: bool = False) -> dict[str, Any]:
+  """The ``values`` an update tool was given (those not None), the changes it makes.
+
+  None given is an ``InvalidArgument``: "<tool_name>: supply at least one field to change", or
+  with ``name_fields`` "<tool_name>: supply at least one of a, b or c" (the keys of ``values``).
+  """
+  changes = {k: v for k, v in values.items() if v is not None}
+  if not changes:
+    wanted = "field to change"
+    if name_fields:
+      *first, last = values
+      wanted = f"of {', '.join(first)} or {last}"
+    raise InvalidArgument(f"{tool_name}: supply at least one {wanted}")
+  return changes
 
 
 R = TypeVar("R", bound=Record)

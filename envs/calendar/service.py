@@ -12,19 +12,10 @@ import hashlib
 from datetime import datetime, timedelta
 from typing import Literal
 
-from compoworld import (
-  Conflict,
-  InvalidArgument,
-  NotFound,
-  Record,
-  Service,
-  ServiceState,
-  Table,
-  registry,
-  tool,
-)
+from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Text
 from compoworld.runtime.query import select
+from compoworld.runtime.state import Record, ServiceState, Table, supplied
 from envs._world import seeded
 
 Response = Literal["needs_action", "accepted", "declined", "tentative"]
@@ -245,15 +236,10 @@ class CalendarService(Service):
       description: new description.
     """
     event = self._live(event_id)
-    changes = {
-      k: v
-      for k, v in dict(
-        title=title, start=start, end=end, location=location, description=description
-      ).items()
-      if v is not None
-    }
-    if not changes:
-      raise InvalidArgument("update_event: supply at least one field to change")
+    changes = supplied(
+      "update_event",
+      dict(title=title, start=start, end=end, location=location, description=description),
+    )
     new_start, new_end = changes.get("start", event.start), changes.get("end", event.end)
     if new_end <= new_start:
       raise InvalidArgument(

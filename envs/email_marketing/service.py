@@ -24,18 +24,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from compoworld import (
-  Conflict,
-  InvalidArgument,
-  Record,
-  Service,
-  ServiceState,
-  Table,
-  registry,
-  tool,
-)
+from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.runtime.fields import Email, Text
 from compoworld.runtime.query import select
+from compoworld.runtime.state import Record, ServiceState, Table, supplied
 from envs._world import FIRST, LAST, seeded
 
 SubscriberStatus = Literal["subscribed", "unsubscribed", "cleaned"]
@@ -506,15 +498,10 @@ class EmailMarketingService(Service):
     if campaign.status == "scheduled":
       raise Conflict(f"campaign '{campaign_id}' is scheduled; unschedule it before editing")
     self.state.audiences.check(audience_id)
-    changes = {
-      k: v
-      for k, v in dict(
-        name=name, subject=subject, body=body, audience_id=audience_id, segment_tag=segment_tag
-      ).items()
-      if v is not None
-    }
-    if not changes:
-      raise InvalidArgument("update_campaign: supply at least one field to change")
+    changes = supplied(
+      "update_campaign",
+      dict(name=name, subject=subject, body=body, audience_id=audience_id, segment_tag=segment_tag),
+    )
     return self.state.campaigns.update(campaign_id, updated_at=self.state.now, **changes)
 
   @tool(mutates=True, consumes=("campaign.id", "datetime"))

@@ -21,18 +21,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from compoworld import (
-  Conflict,
-  InvalidArgument,
-  NotFound,
-  Record,
-  Service,
-  ServiceState,
-  Table,
-  registry,
-  tool,
-)
+from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.query import select
+from compoworld.runtime.state import Record, ServiceState, Table
 from envs._world import seeded, world
 
 Code = Annotated[str, Field(min_length=3, max_length=3, description="An ISO 4217 code.")]

@@ -19,18 +19,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from compoworld import (
-  Conflict,
-  NotFound,
-  Record,
-  Service,
-  ServiceState,
-  Table,
-  registry,
-  tool,
-)
+from compoworld import Conflict, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Text
 from compoworld.runtime.query import select
+from compoworld.runtime.state import Record, ServiceState, Table
 from envs._world import CITIES, LAST, STREETS, haversine_km, seeded
 
 PlaceKind = Literal["venue", "cafe", "library", "park", "station"]

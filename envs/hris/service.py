@@ -20,19 +20,10 @@ import random
 from datetime import date, datetime, timedelta
 from typing import Literal
 
-from compoworld import (
-  Conflict,
-  InvalidArgument,
-  NotFound,
-  Record,
-  Service,
-  ServiceState,
-  Table,
-  registry,
-  tool,
-)
+from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Text
 from compoworld.runtime.query import select
+from compoworld.runtime.state import Record, ServiceState, Table
 from envs._world import DEPARTMENTS, world
 
 Status = Literal["active", "on_leave", "terminated"]

@@ -25,18 +25,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from compoworld import (
-  Conflict,
-  InvalidArgument,
-  Record,
-  Service,
-  ServiceState,
-  Table,
-  registry,
-  tool,
-)
+from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.runtime.fields import Limit, Money, Offset, Text
 from compoworld.runtime.query import page_of, select
+from compoworld.runtime.state import Record, ServiceState, Table, supplied
 from envs._world import world
 
 Frequency = Literal["monthly", "semi_monthly"]
@@ -562,21 +554,16 @@ class PayrollService(Service):
       benefits: benefits deduction per pay period.
     """
     comp = self.state.compensation.get(employee_id)
-    changes = {
-      k: v
-      for k, v in dict(
+    changes = supplied(
+      "update_compensation",
+      dict(
         annual_salary=annual_salary,
         pay_frequency=pay_frequency,
         tax_rate=tax_rate,
         benefits=benefits,
-      ).items()
-      if v is not None
-    }
-    if not changes:
-      raise InvalidArgument(
-        "update_compensation: supply at least one of annual_salary, pay_frequency, tax_rate or "
-        "benefits"
-      )
+      ),
+      name_fields=True,
+    )
     if all(getattr(comp, k) == v for k, v in changes.items()):
       raise Conflict(f"employee '{employee_id}' already has that compensation")
     return self.state.compensation.update(employee_id, updated_at=self.state.now, **changes)

@@ -24,6 +24,7 @@ from datetime import date
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of, select
+from compoworld.runtime.state import supplied
 from envs._world import WorldUser, employee_email
 from envs.projects.data import ProjectsData
 from envs.projects.state import (
@@ -308,20 +309,17 @@ class ProjectsService(ProjectsData, WorldUser, Service):
       story_points: new estimate: 1, 2, 3, 5, 8, 13 or 21.
     """
     task = self.state.tasks.get(task_id)
-    changes = {
-      k: v
-      for k, v in dict(
+    changes = supplied(
+      "update_task",
+      dict(
         title=title,
         description=description,
         priority=priority,
         due_date=due_date,
         labels=labels,
         story_points=story_points,
-      ).items()
-      if v is not None
-    }
-    if not changes:
-      raise InvalidArgument("update_task: supply at least one field to change")
+      ),
+    )
     self._check_due(self.state.projects.get(task.project_id), due_date)
     if labels is not None:
       changes["labels"] = _labels(labels)

@@ -21,19 +21,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from compoworld import (
-  Conflict,
-  InvalidArgument,
-  NotFound,
-  Record,
-  Service,
-  ServiceState,
-  Table,
-  registry,
-  tool,
-)
+from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of, select
+from compoworld.runtime.state import Record, ServiceState, Table
 from envs._world import WorldUser, employee_email, seeded, world
 
 Status = Literal["draft", "pending_approval", "approved", "sent", "accepted", "rejected", "expired"]

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import page_of, select
+from compoworld.runtime.state import supplied
 from envs._world import COMPANIES, seeded
 from envs.simosphere.state import (
   DRAFTS,
@@ -480,9 +481,7 @@ class SimosphereService(Service):
       title: the new title.
     """
     self._editable(document_id)
-    changes = {k: v for k, v in dict(content=content, title=title).items() if v is not None}
-    if not changes:
-      raise InvalidArgument("update_document: supply at least one of content or title")
+    changes = supplied("update_document", dict(content=content, title=title), name_fields=True)
     return self.state.documents.update(document_id, updated_at=self.state.now, **changes)
 
   @tool(mutates=True, consumes=("document.id", "person.email"))

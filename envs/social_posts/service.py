@@ -23,18 +23,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from compoworld import (
-  Conflict,
-  InvalidArgument,
-  Record,
-  Service,
-  ServiceState,
-  Table,
-  registry,
-  tool,
-)
+from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.runtime.fields import Limit, Offset, Text
 from compoworld.runtime.query import page_of, select
+from compoworld.runtime.state import Record, ServiceState, Table
 from envs._world import WorldUser, seeded
 
 Network = Literal["twitter", "linkedin", "instagram", "facebook"]

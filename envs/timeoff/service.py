@@ -22,18 +22,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from compoworld import (
-  Conflict,
-  InvalidArgument,
-  Record,
-  Service,
-  ServiceState,
-  Table,
-  registry,
-  tool,
-)
+from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.runtime.fields import Email, Text
 from compoworld.runtime.query import select
+from compoworld.runtime.state import Record, ServiceState, Table
 from envs._world import seeded
 
 PolicyId = Literal["vacation", "sick", "personal"]
