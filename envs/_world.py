@@ -117,7 +117,17 @@ CITIES = (
   ("Melbourne", "Australia", -37.81, 144.96, False),
   ("Edinburgh", "UK", 55.95, -3.19, True),
 )
-VENUE_KINDS = ("Community Hall", "Library", "Makerspace", "Conference Centre", "Cafe", "Park")
+#: The kinds of venue in the world (a venue's name ends with its kind), each with the category
+#: it has as a place in the services that list places (geo, maps).
+VENUE_CATEGORY = {
+  "Community Hall": "venue",
+  "Library": "library",
+  "Makerspace": "venue",
+  "Conference Centre": "venue",
+  "Cafe": "cafe",
+  "Park": "park",
+}
+VENUE_KINDS = tuple(VENUE_CATEGORY)
 STREETS = ("Maple St", "Harbour Rd", "King St", "Elm Ave", "Station Rd", "Market Sq", "Lake Dr")
 
 
@@ -212,6 +222,11 @@ def seeded(service: Any, seed: int) -> tuple[random.Random, World, Any]:
   """Where a service's data generator starts: a random stream of its own (seeded by its name and
   ``seed``, so that services draw independently), the shared world, and its empty state."""
   return random.Random(f"{service.name}:{seed}"), world(seed), service.State.empty(seed)
+
+
+def venue_category(name: str) -> str:
+  """The place category ("venue", "library", "cafe" or "park") of the venue called ``name``."""
+  return next(c for kind, c in VENUE_CATEGORY.items() if name.endswith(kind))
 
 
 def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:

@@ -136,6 +136,19 @@ class Table(Generic[R]):
   def find(self, record_id: str) -> R | None:
     return self._rows.get(record_id)
 
+  def find_by(self, **values: Any) -> R | None:
+    """The first record (in insertion order) whose fields equal ``values``, or None."""
+    return next(
+      (r for r in self._rows.values() if all(getattr(r, f) == v for f, v in values.items())), None
+    )
+
+  def get_by(self, missing: str, /, **values: Any) -> R:
+    """The first record whose fields equal ``values``, or a 404 ``NotFound`` saying ``missing``."""
+    found = self.find_by(**values)
+    if found is None:
+      raise NotFound(missing)
+    return found
+
   def __contains__(self, record_id: object) -> bool:
     return record_id in self._rows
 

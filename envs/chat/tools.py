@@ -433,7 +433,7 @@ class ChatService(Service):
       topic: what the channel is about.
       is_private: whether only members can see it.
     """
-    taken = next((c for c in self.state.channels if c.name == name), None)
+    taken = self.state.channels.find_by(name=name)
     if taken is not None:
       state = " (archived)" if taken.archived else ""
       raise Conflict(f"a channel named '{name}' already exists: '{taken.id}'{state}")

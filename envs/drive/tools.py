@@ -514,7 +514,7 @@ class DriveService(DriveData, WorldUser, Service):
       item_id: the file or folder id.
     """
     item = self._changeable(item_id, "create a share link")
-    existing = next((x for x in self.state.links if x.item_id == item_id), None)
+    existing = self.state.links.find_by(item_id=item_id)
     if existing is not None:
       raise Conflict(f"'{item.name}' already has a share link: {existing.url}")
     return self.state.links.insert(

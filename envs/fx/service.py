@@ -379,7 +379,7 @@ class FxService(Service):
       label: a name for the wallet.
     """
     code = self._currency(currency).id
-    existing = next((w for w in self.state.wallets if w.currency == code), None)
+    existing = self.state.wallets.find_by(currency=code)
     if existing is not None:
       raise Conflict(f"a {code} wallet already exists ({existing.id}); one wallet per currency")
     return self.state.wallets.insert(

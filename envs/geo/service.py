@@ -23,7 +23,7 @@ from compoworld import Conflict, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Text
 from compoworld.runtime.query import select
 from compoworld.runtime.state import Record, ServiceState, Table
-from envs._world import CITIES, LAST, STREETS, haversine_km, seeded
+from envs._world import CITIES, LAST, STREETS, haversine_km, seeded, venue_category
 
 PlaceKind = Literal["venue", "cafe", "library", "park", "station"]
 Condition = Literal["sunny", "cloudy", "rain", "snow", "sleet", "fog", "windy"]
@@ -90,15 +90,6 @@ def forecast_id(place_id: str, day: date) -> str:
   return f"{place_id}@{day.isoformat()}"
 
 
-#: The venue kinds of the shared world, as place kinds.
-VENUE_KIND = {
-  "Community Hall": "venue",
-  "Library": "library",
-  "Makerspace": "venue",
-  "Conference Centre": "venue",
-  "Cafe": "cafe",
-  "Park": "park",
-}
 CAFES = ("Copper Kettle", "Northern Grind", "Little Fern", "Daily Ritual", "Bean & Byte")
 PARKS = ("Riverside Park", "Harbour Gardens", "Hilltop Park", "Old Mill Green", "Lakeshore Park")
 
@@ -209,11 +200,10 @@ class GeoService(Service):
     rng, w, state = seeded(cls, seed)
     specs = []
     for v in w.venues:
-      kind = next(k for suffix, k in VENUE_KIND.items() if v.name.endswith(suffix))
       specs.append(
         dict(
           name=v.name,
-          kind=kind,
+          kind=venue_category(v.name),
           address=v.address,
           city=v.city,
           country=v.country,

@@ -20,7 +20,7 @@ import random
 from datetime import date, datetime, timedelta
 from typing import Literal
 
-from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
+from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.runtime.fields import Email, Text
 from compoworld.runtime.query import select
 from compoworld.runtime.state import Record, ServiceState, Table
@@ -29,6 +29,16 @@ from envs._world import DEPARTMENTS, world
 Status = Literal["active", "on_leave", "terminated"]
 EmploymentType = Literal["full_time", "part_time", "contractor"]
 ChangeKind = Literal["hire", "job_change", "transfer", "status", "termination"]
+#: The port tags of what an employee record holds: what hiring takes and a read yields.
+EMPLOYEE_PORTS = (
+  "person.name",
+  "person.email",
+  "person.phone",
+  "department",
+  "job.title",
+  "city",
+  "date",
+)
 
 
 class Employee(Record):
@@ -265,17 +275,7 @@ class HrisService(Service):
 
   @tool(
     mutates=False,
-    produces=(
-      "employee.id",
-      "person.name",
-      "person.email",
-      "person.phone",
-      "department",
-      "job.title",
-      "city",
-      "date",
-      "status",
-    ),
+    produces=("employee.id", *EMPLOYEE_PORTS, "status"),
   )
   def get_employee(self, employee_id: str) -> Employee:
     """Get one employee's full record: contact details, job, manager, location and status.
@@ -293,10 +293,7 @@ class HrisService(Service):
       email: the employee's work email address (any letter case).
     """
     wanted = email.lower()
-    emp = next((e for e in self.state.employees if e.email == wanted), None)
-    if emp is None:
-      raise NotFound(f"no employee has the email '{email}'")
-    return emp
+    return self.state.employees.get_by(f"no employee has the email '{email}'", email=wanted)
 
   @tool(mutates=False, consumes=("employee.id",), produces=("employee.id", "person.email"))
   def get_direct_reports(self, employee_id: str, include_terminated: bool = False) -> list:
@@ -360,15 +357,7 @@ class HrisService(Service):
 
   @tool(
     mutates=True,
-    consumes=(
-      "person.name",
-      "person.email",
-      "person.phone",
-      "department",
-      "job.title",
-      "city",
-      "date",
-    ),
+    consumes=EMPLOYEE_PORTS,
     produces=("employee.id",),
   )
   def hire_employee(
@@ -399,7 +388,7 @@ class HrisService(Service):
     self.state.departments.get(department)
     self._manager(manager_id)
     address = email.lower()
-    taken = next((e for e in self.state.employees if e.email == address), None)
+    taken = self.state.employees.find_by(email=address)
     if taken is not None:
       raise Conflict(
         f"email '{address}' already belongs to employee '{taken.id}' ({taken.name}, "

@@ -133,12 +133,8 @@ class InvoicingService(InvoicingData, Service):
 
   def _invoice(self, key: str) -> Invoice:
     """An invoice by id or by reference (agents often only know the INV- number)."""
-    found = self.state.invoices.find(key)
-    if found is None:
-      found = next((i for i in self.state.invoices if i.reference == key), None)
-    if found is None:
-      raise NotFound(f"invoice '{key}' not found (give an id such as inv_... or an INV- number)")
-    return found
+    missing = f"invoice '{key}' not found (give an id such as inv_... or an INV- number)"
+    return self.state.invoices.find(key) or self.state.invoices.get_by(missing, reference=key)
 
   def _overdue_days(self, inv: Invoice) -> int:
     days = (self.state.now.date() - inv.due_date).days

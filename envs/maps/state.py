@@ -88,14 +88,6 @@ BUSINESSES = {
 }
 #: Businesses drawn per city, in order (so a small size still gets a spread of categories).
 CITY_MIX = ("hotel", "restaurant", "cafe", "bar", "museum", "restaurant")
-VENUE_CATEGORY = {
-  "Community Hall": "venue",
-  "Library": "library",
-  "Makerspace": "venue",
-  "Conference Centre": "venue",
-  "Cafe": "cafe",
-  "Park": "park",
-}
 GOOD = (
   "Lovely staff and quick service.",
   "Great location, would come back.",

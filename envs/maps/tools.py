@@ -32,7 +32,7 @@ from pydantic import Field
 from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Text
 from compoworld.runtime.query import select
-from envs._world import CITIES, STREETS, WorldUser, seeded
+from envs._world import CITIES, STREETS, WorldUser, seeded, venue_category
 from envs.maps.state import (
   AIRPORTS,
   BAD,
@@ -41,7 +41,6 @@ from envs.maps.state import (
   CITY_MIX,
   GOOD,
   MIXED,
-  VENUE_CATEGORY,
   WEEKDAYS,
   Category,
   MapsState,
@@ -84,8 +83,7 @@ class MapsService(WorldUser, Service):
     for city, (aname, lat, lon) in AIRPORTS.items():
       specs.append((aname, "airport", f"1 Terminal Way, {city}", city, lat, lon))
     for v in w.venues:
-      cat = next(c for suffix, c in VENUE_CATEGORY.items() if v.name.endswith(suffix))
-      specs.append((v.name, cat, v.address, v.city, v.lat, v.lon))
+      specs.append((v.name, venue_category(v.name), v.address, v.city, v.lat, v.lon))
     home = {p.city for p in w.people[:12]}  # the cities where the company has staff offices
     for city in sorted(home):
       specs.append((f"{w.company} {city} Office", "office", street(city), city, *spot(city, 0.02)))

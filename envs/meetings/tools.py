@@ -292,10 +292,8 @@ class MeetingsService(WorldUser, Service):
       meeting_id: the meeting's id.
     """
     self.state.meetings.get(meeting_id)
-    found = next((t for t in self.state.transcripts if t.meeting_id == meeting_id), None)
-    if found is None:
-      raise NotFound(f"meeting '{meeting_id}' has no transcript")
-    return found
+    missing = f"meeting '{meeting_id}' has no transcript"
+    return self.state.transcripts.get_by(missing, meeting_id=meeting_id)
 
   @tool(mutates=False, page="hit", produces=("meeting.id", "text"))
   def search_transcripts(self, query: Text) -> list:

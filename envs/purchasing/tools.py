@@ -177,12 +177,8 @@ class PurchasingService(WorldUser, Service):
 
   def _order(self, po: str) -> PurchaseOrder:
     """An order by id or by PO number."""
-    found = self.state.orders.find(po)
-    if found is None:
-      found = next((o for o in self.state.orders if o.reference == po), None)
-    if found is None:
-      raise NotFound(f"purchase order '{po}' not found (give its id or its PO number)")
-    return found
+    missing = f"purchase order '{po}' not found (give its id or its PO number)"
+    return self.state.orders.find(po) or self.state.orders.get_by(missing, reference=po)
 
   def _draft(self, po: str) -> PurchaseOrder:
     order = self._order(po)

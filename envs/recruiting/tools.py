@@ -325,7 +325,7 @@ class RecruitingService(Service):
       current_company: their current employer.
     """
     address = email.lower()
-    taken = next((c for c in self.state.candidates if c.email == address), None)
+    taken = self.state.candidates.find_by(email=address)
     if taken is not None:
       raise Conflict(f"candidate '{taken.id}' ({taken.name}) already has the email '{address}'")
     return self.state.candidates.insert(

@@ -26,7 +26,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
+from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.runtime.fields import Limit, Offset, Text
 from compoworld.runtime.query import page_of, select
 from envs._world import CITIES, STREETS, seeded, world
@@ -224,10 +224,8 @@ class ShippingService(Service):
     return world(self.state.seed).currency
 
   def _by_tracking(self, number: str) -> Shipment:
-    found = next((s for s in self.state.shipments if s.tracking_number == number.strip()), None)
-    if found is None:
-      raise NotFound(f"no shipment with tracking number '{number}'")
-    return found
+    missing = f"no shipment with tracking number '{number}'"
+    return self.state.shipments.get_by(missing, tracking_number=number.strip())
 
   def _scan(self, s: Shipment, scan: str, location: str, description: str, **changes) -> Shipment:
     """Appends a carrier scan of status ``scan`` and applies ``changes`` to the shipment."""

@@ -25,7 +25,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from compoworld import Conflict, InvalidArgument, NotFound, Service, registry, tool
+from compoworld import Conflict, InvalidArgument, Service, registry, tool
 from compoworld.runtime.fields import Email, Limit, Offset, Text
 from compoworld.runtime.query import paginate, select
 from envs._world import world
@@ -56,13 +56,9 @@ class StorefrontService(StorefrontData, Service):
 
   def _order(self, order: str) -> Order:
     """An order by id or by order number (with or without the leading "#")."""
-    found = self.state.orders.find(order)
-    if found is None:
-      number = order if order.startswith("#") else f"#{order}"
-      found = next((o for o in self.state.orders if o.reference == number), None)
-    if found is None:
-      raise NotFound(f"order '{order}' not found (give its id or its number, e.g. #1001)")
-    return found
+    number = order if order.startswith("#") else f"#{order}"
+    missing = f"order '{order}' not found (give its id or its number, e.g. #1001)"
+    return self.state.orders.find(order) or self.state.orders.get_by(missing, reference=number)
 
   def _code(self, code: str, subtotal: float) -> DiscountCode:
     """A discount code that can be used now on an order of ``subtotal`` (404 or 409 if not)."""

@@ -10,6 +10,8 @@ import pydantic
 import pytest
 
 from compoworld import Conflict, NotFound, Record, ServiceState, Table, Unprocessable
+from compoworld.runtime.envelope import InvalidArgument
+from compoworld.runtime.state import supplied
 
 
 class Note(Record):
@@ -188,6 +190,26 @@ def test_table_check_passes_none_and_known_ids_and_refuses_unknown_ones():
   t.check("note_1")
   with pytest.raises(NotFound, match="note 'note_404' not found"):
     t.check("note_404")
+
+
+def test_table_find_by_and_get_by_take_the_first_record_with_those_fields():
+  t = Table(Note)
+  t.insert(Note(id="a", title="Alpha", words=3))
+  t.insert(Note(id="b", title="Beta", words=3))
+  assert t.find_by(words=3).id == "a"
+  assert t.find_by(title="Beta", words=3).id == "b"
+  assert t.find_by(title="Gamma") is None
+  assert t.get_by("no such note", title="Beta").id == "b"
+  with pytest.raises(NotFound, match="no such note"):
+    t.get_by("no such note", title="Gamma")
+
+
+def test_supplied_keeps_the_given_fields_and_refuses_none_given():
+  assert supplied("update_note", {"title": "x", "words": None}) == {"title": "x"}
+  with pytest.raises(InvalidArgument, match="update_note: supply at least one field to change"):
+    supplied("update_note", {"title": None, "words": None})
+  with pytest.raises(InvalidArgument, match="update_note: supply at least one of a, b or c"):
+    supplied("update_note", {"a": None, "b": None, "c": None}, name_fields=True)
 
 
 def test_table_duplicate_insert_is_conflict_and_changes_nothing():
