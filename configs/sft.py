@@ -57,6 +57,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # on every assistant token; rl.decoding.arguments.value_tokens): where a small policy copies
   # wrong. 0 = the paper's SFT.
   c.data.value_loss_weight = 0.0
+  # With a copy head (models.copy_head): the weight of those value tokens' NLL under the pointer
+  # path alone, -log(g copy), where the value stands earlier in the row, so the pointer, not
+  # the LM head's memory, learns the copies (rl.sft.steps._losses). 0 = off.
+  c.data.pointer_loss_weight = 0.0
   # Positions per row at which the LM head and the copy head's queries run in training (the
   # loss positions, gathered; rl.sft.steps._losses): 0 = every position, -1 = the most loss
   # tokens a row of the first epoch holds, rounded up to 128. A batch with a fuller row takes a

@@ -286,14 +286,16 @@ def mixture_logits(lm_logits_bkv: jax.Array, pointer: Pointer) -> jax.Array:
 
 def target_logp(
   lm_logp_bk: jax.Array, pointer: Pointer, targets_bk: jax.Array
-) -> tuple[jax.Array, jax.Array]:
-  """(log p(target), log of its LM head part (1 - g) p_lm(target)), both [B, K], under the
-  mixture, from the LM head's log-probability of each target alone: the pointer's mass on a
-  target is summed over the keys whose next token it is, so no [B, K, V] array is formed (what
-  a training loss needs)."""
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """(log p(target), log of its LM head part (1 - g) p_lm(target), log of its pointer part
+  g copy(target)), each [B, K], under the mixture, from the LM head's log-probability of each
+  target alone: the pointer's mass on a target is summed over the keys whose next token it is,
+  so no [B, K, V] array is formed (what a training loss needs). The pointer part is -inf where
+  no key's next token is the target."""
   weights_bks, any_bk = _pointer_weights(pointer)
   hits_bks = pointer.values_bs[:, None, :] == targets_bk[:, :, None]
   copy_bk = jnp.sum(jnp.where(hits_bks, weights_bks, 0.0), axis=-1)
   log_keep, log_gate = _log_gates(pointer, any_bk)
   lm_bk = log_keep + lm_logp_bk
-  return jnp.logaddexp(lm_bk, log_gate + _safe_log(copy_bk)), lm_bk
+  pointer_bk = log_gate + _safe_log(copy_bk)
+  return jnp.logaddexp(lm_bk, pointer_bk), lm_bk, pointer_bk

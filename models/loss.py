@@ -181,6 +181,7 @@ def copy_head_losses(
   weight_bt: jax.Array,
   loss_mask_bt: jax.Array,
   chunk: int | None = None,
+  copy_weight_bt: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
   """``weighted_head_losses`` for a model with a copy head (`models.copy_head`): the NLL of the
   mixture, still without the [B, T, V] logits.
@@ -191,17 +192,27 @@ def copy_head_losses(
   the gate's come from log p with n held fixed. The correct count is of targets with p > 1/2
   (each surely the argmax): a lower bound of the greedy accuracy, for the training log only;
   evaluation takes the argmax of the full mixture.
+
+  ``copy_weight_bt`` c adds sum c * -log(g copy(target)) over the targets some earlier position
+  is followed by: the pointer path alone is asked to explain them (gate open, mass on the
+  target), so a copy is learnt by the pointer even where the LM head could have memorised it.
   """
   chunk = _checked_chunk(targets_bt.shape, chunk)
   sg = jax.lax.stop_gradient
   nll_bt, _ = _head_token_stats(sg(hidden_btd), sg(head_dv), targets_bt, chunk)
-  logp_bt, lm_bt = target_logp(-nll_bt, pointer, targets_bt.astype(jnp.int32))
+  logp_bt, lm_bt, pointer_bt = target_logp(-nll_bt, pointer, targets_bt.astype(jnp.int32))
   weight_bt = weight_bt.astype(jnp.float32)
   resp_bt = sg(jnp.exp(jnp.minimum(lm_bt - logp_bt, 0.0)))  # r, at most 1
   surrogate, _, _ = weighted_head_losses(
     hidden_btd, head_dv, targets_bt, weight_bt * resp_bt, weight_bt * resp_bt, chunk
   )
   objective = jnp.sum(weight_bt * -logp_bt) + surrogate - sg(surrogate)
+  if copy_weight_bt is not None:
+    copyable_bt = jnp.isfinite(pointer_bt)
+    copy_nll_bt = -jnp.where(copyable_bt, pointer_bt, 0.0)
+    objective += jnp.sum(
+      jnp.where(copyable_bt, copy_weight_bt.astype(jnp.float32), 0.0) * copy_nll_bt
+    )
   mask_bt = loss_mask_bt.astype(jnp.float32)
   correct = jnp.sum(jnp.where(logp_bt > jnp.log(0.5), mask_bt, 0.0))
   return objective, jnp.sum(mask_bt * -logp_bt), correct

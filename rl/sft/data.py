@@ -169,7 +169,7 @@ def data_config(
     drop_remainder=train,
     shard_index=shard,
     num_shards=num_shards,
-    value_mask=d.get("value_loss_weight", 0.0) > 0,
+    value_mask=d.get("value_loss_weight", 0.0) > 0 or d.get("pointer_loss_weight", 0.0) > 0,
   )
 
 

@@ -109,15 +109,24 @@ def _losses(
   context_weight: float = 0.0,
   loss_positions: int = 0,
   value_weight: float = 0.0,
+  copy_weight: float = 0.0,
 ):
   """(weighted NLL objective, summed NLL on the loss mask, correct count, MoE aux loss) of a
   batch; `loss_chunk` < 0: from full logits. `loss_positions` K > 0: the LM head and the copy
   head's queries run only at each row's first K positions of non-zero weight
-  (`models.loss.positions_to_score`), the same loss while no row holds more (`weighted_positions`)."""
+  (`models.loss.positions_to_score`), the same loss while no row holds more (`weighted_positions`).
+  `copy_weight` > 0 (a model with a copy head): the argument values' tokens (``value_mask``)
+  that stand earlier in the row are also scored by the pointer path alone
+  (`models.loss.copy_head_losses`)."""
   model, out = _forward(graphdef, params, rest, batch)
   targets, mask = batch["targets"], batch["loss_mask"]
   weight = loss_weights(batch, context_weight, value_weight)
+  copy = copy_weight * batch["value_mask"].astype(jnp.float32) if copy_weight else None
   hidden, pointer = out.hidden, out.pointer
+  if copy is not None and (pointer is None or loss_chunk < 0):
+    raise ValueError(
+      "copy_weight needs a model with a copy head and the fused loss (loss_chunk >= 0)"
+    )
   if loss_positions and loss_chunk >= 0:
     index = positions_to_score(weight, loss_positions)
     if pointer is not None:
@@ -127,13 +136,14 @@ def _losses(
     hidden, targets, mask, weight = (
       at_positions(x, index) for x in (hidden, targets, mask, weight)
     )
+    copy = None if copy is None else at_positions(copy, index)
   if loss_chunk < 0:
     nll_sum, correct = token_losses(out.logits, targets, mask)
     weighted = context_weight or value_weight
     objective = token_losses(out.logits, targets, weight)[0] if weighted else nll_sum
   elif pointer is not None:
     objective, nll_sum, correct = copy_head_losses(
-      hidden, model.head_weight(), pointer, targets, weight, mask, loss_chunk or None
+      hidden, model.head_weight(), pointer, targets, weight, mask, loss_chunk or None, copy
     )
   else:
     objective, nll_sum, correct = weighted_head_losses(
@@ -173,6 +183,7 @@ def make_train_step(
   context_weight: float = 0.0,
   loss_positions: int = 0,
   value_weight: float = 0.0,
+  copy_weight: float = 0.0,
 ):
   """``step(state, batch) -> (state, metrics)``; state = {step, params, rest, opt_state}.
 
@@ -185,14 +196,23 @@ def make_train_step(
   counts the targets of probability > 1/2 (a lower bound of the argmax's).
   `context_weight`: the objective's weight on non-assistant tokens (``loss_weights``); the
   reported loss and accuracy stay those of the assistant tokens; `value_weight`: the weight
-  added on the argument values' tokens (``loss_weights``), likewise.
+  added on the argument values' tokens (``loss_weights``), likewise; `copy_weight`: the weight
+  of those tokens' pointer-path NLL (`_losses`), added to the objective likewise.
   `loss_positions` K > 0: the heads score K positions a row (`_losses`); the caller gives this
   step only batches whose rows hold at most K weighted positions (`weighted_positions`).
   """
 
   def micro_loss(params, rest, micro, n_weight):
     objective, nll_sum, correct, aux = _losses(
-      graphdef, params, rest, micro, loss_chunk, context_weight, loss_positions, value_weight
+      graphdef,
+      params,
+      rest,
+      micro,
+      loss_chunk,
+      context_weight,
+      loss_positions,
+      value_weight,
+      copy_weight,
     )
     loss = objective / n_weight + aux_loss_coef * aux / grad_accum
     return loss, (nll_sum, correct, aux)

@@ -391,6 +391,11 @@ def train(
     state_shardings = jax.tree.map(lambda x: x.sharding, state)
     positions = loss_positions(config, stats)
     context_weight = config.data.context_loss_weight
+    copy_weight = config.data.get("pointer_loss_weight", 0.0)
+    if copy_weight and not model_config.copy_head:
+      raise ValueError(
+        "data.pointer_loss_weight > 0 needs a model with a copy head (copy_head=True)"
+      )
 
     def jit_step(k: int):
       step_fn = make_train_step(
@@ -402,6 +407,7 @@ def train(
         context_weight=context_weight,
         loss_positions=k,
         value_weight=config.data.get("value_loss_weight", 0.0),
+        copy_weight=copy_weight,
       )
       return jax.jit(step_fn, out_shardings=(state_shardings, None), donate_argnums=0)
 

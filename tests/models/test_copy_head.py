@@ -222,3 +222,35 @@ def test_a_match_run_needs_the_match_bonus_and_three_tokens(tiny_config):
     tiny_config.replace(copy_head=True, copy_head_match=True, copy_head_match_run=2)
   with pytest.raises(ValueError, match="copy_head_match_run"):
     tiny_config.replace(copy_head=True, copy_head_match_run=3)
+
+
+def test_the_pointer_path_loss_scores_copyable_targets_by_the_pointer_alone(model, config):
+  """``copy_weight_bt`` adds c * -log(g copy(target)) where an earlier position is followed by
+  the target (computed here from the pointer's own weights), and nothing where none is."""
+  from models.copy_head import _pointer_weights
+  from models.loss import copy_head_losses
+
+  tokens = random_tokens((B, T + 1), _vocab(config), seed=9)
+  inputs, targets = tokens[:, :-1], tokens[:, 1:]
+  weight = jnp.ones((B, T), jnp.float32)
+  copy_weight = jnp.asarray(np.random.default_rng(1).uniform(0, 2, (B, T)), jnp.float32)
+  out = forward(model, inputs)
+
+  def objective(copy):
+    return copy_head_losses(
+      out.hidden, model.head_weight(), out.pointer, targets, weight, weight, 5, copy
+    )[0]
+
+  weights, _ = _pointer_weights(out.pointer)
+  hits = np.asarray(out.pointer.values_bs)[:, None, :] == np.asarray(targets)[:, :, None]
+  copy = np.sum(np.where(hits, np.asarray(weights), 0.0), axis=-1)
+  gate = np.asarray(jax.nn.sigmoid(out.pointer.gate_bk))
+  copyable = copy > 0
+  assert copyable.any() and (~copyable).any()
+  safe = np.where(copyable, gate * copy, 1.0)
+  expected = np.sum(np.where(copyable, np.asarray(copy_weight) * -np.log(safe), 0.0))
+  added = float(objective(copy_weight)) - float(objective(None))
+  np.testing.assert_allclose(added, expected, rtol=1e-4)
+  # Weight only where nothing earlier is followed by the target: nothing is added.
+  only_absent = jnp.where(jnp.asarray(copyable), 0.0, copy_weight)
+  np.testing.assert_allclose(float(objective(only_absent)), float(objective(None)), rtol=1e-6)
