@@ -242,7 +242,7 @@ def cached_pointer(
   return pointer, new
 
 
-def _pointer_weights(pointer: Pointer) -> tuple[jax.Array, jax.Array]:
+def pointer_weights(pointer: Pointer) -> tuple[jax.Array, jax.Array]:
   """(softmax of the pointer's scores over the allowed keys [B, K, S], 0 elsewhere; whether a
   query has any key to point at [B, K])."""
   c = pointer.q_bkc.shape[-1]
@@ -271,7 +271,7 @@ def _safe_log(x: jax.Array) -> jax.Array:
 def mixture_logits(lm_logits_bkv: jax.Array, pointer: Pointer) -> jax.Array:
   """log p [B, K, V] (float32) of the mixture of the LM head's softmax and the copy
   distribution; a query with no position to point at keeps the LM head's distribution."""
-  weights_bks, any_bk = _pointer_weights(pointer)
+  weights_bks, any_bk = pointer_weights(pointer)
   v = lm_logits_bkv.shape[-1]
 
   def scatter(weights_ks, values_s):  # sum_s weights[k, s] onto column values[s]
@@ -292,7 +292,7 @@ def target_logp(
   target alone: the pointer's mass on a target is summed over the keys whose next token it is,
   so no [B, K, V] array is formed (what a training loss needs). The pointer part is -inf where
   no key's next token is the target."""
-  weights_bks, any_bk = _pointer_weights(pointer)
+  weights_bks, any_bk = pointer_weights(pointer)
   hits_bks = pointer.values_bs[:, None, :] == targets_bk[:, :, None]
   copy_bk = jnp.sum(jnp.where(hits_bks, weights_bks, 0.0), axis=-1)
   log_keep, log_gate = _log_gates(pointer, any_bk)

@@ -14,6 +14,10 @@ Each argument value (a JSON leaf) is also scored on its own, grouped by whether 
 in the conversation before the turn (``copied``: a value the policy has to copy from the
 instruction or a tool reply) or not (``written``: a constant, a reformatted date, a sum), and by
 JSON type. A value is reproduced when every token overlapping it is the argmax.
+
+With a copy head (`models.copy_head`), ``copy_start`` looks at each copied value's first token,
+where the copy is chosen: how often the gate is open (g > 1/2), the pointer's top position and
+the LM head alone name the right token, and the mixture is right with the gate open or closed.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ import numpy as np
 from flax import nnx
 from tqdm import tqdm
 
+from models.copy_head import pointer_weights
+from models.model import lm_head
 from rl.data.chat import IM_END, TOOL_CALL, ChatRenderer, assistant_body, conversation_turns
 
 PARTS = ("sentence", "header", "arguments")
@@ -57,17 +63,34 @@ def _inner_arguments(message: dict[str, Any]) -> Any:
 
 
 class _Scorer:
-  """Greedy argmax of one padded row, jitted once per row length."""
+  """Greedy argmax of one padded row, jitted once per row length; with a copy head also, at
+  each position, its gate g, the LM head's own argmax and the token after the position the
+  pointer weighs most."""
 
   def __init__(self, model, pad_id: int):
     self.graphdef, self.state = nnx.split(model)
     self.pad_id = pad_id
-    self._fwd = jax.jit(lambda state, t: nnx.merge(self.graphdef, state)(t).argmax(-1))
+    self.copy_head = bool(getattr(getattr(model, "config", None), "copy_head", False))
+    self._fwd = jax.jit(self._parts)
 
-  def argmax(self, ids: Sequence[int], row: int) -> np.ndarray:
+  def _parts(self, state, tokens_bt):
+    model = nnx.merge(self.graphdef, state)
+    if not self.copy_head:
+      return {"argmax": model(tokens_bt).argmax(-1)}
+    out = model.forward(tokens_bt)
+    weights_bts, _ = pointer_weights(out.pointer)
+    return {
+      "argmax": out.logits.argmax(-1),
+      "gate": jax.nn.sigmoid(out.pointer.gate_bk),
+      "lm_head": lm_head(out.hidden, model.head_weight()).argmax(-1),
+      "pointer": jnp.take_along_axis(out.pointer.values_bs, weights_bts.argmax(-1), axis=1),
+    }
+
+  def score(self, ids: Sequence[int], row: int) -> dict[str, np.ndarray]:
     tokens = np.full((1, row), self.pad_id, np.int32)
     tokens[0, : len(ids)] = ids
-    return np.asarray(self._fwd(self.state, jnp.asarray(tokens)))[0, : len(ids)]
+    parts = self._fwd(self.state, jnp.asarray(tokens))
+    return {k: np.asarray(v)[0, : len(ids)] for k, v in parts.items()}
 
 
 def diagnose(
@@ -80,6 +103,7 @@ def diagnose(
   scorer = _Scorer(model, renderer.tokenizer.pad_id)
   counts: collections.Counter = collections.Counter()
   values: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+  starts: collections.Counter = collections.Counter()  # the copy head at copied values' starts
   missed: list[dict[str, str]] = []
   for record in tqdm(records, desc="diagnose", mininterval=1.0, disable=not progress):
     conv = renderer.conversation()
@@ -92,7 +116,8 @@ def diagnose(
         context += "".join(m.get("content") or "" for m in turn)
       conv.append(turn)
     ids = conv.ids[:max_len]
-    pred = scorer.argmax(ids, max_len)
+    scored = scorer.score(ids, max_len)
+    pred = scored["argmax"]
     for start, message, before in turns:
       body = assistant_body(message)
       target = renderer.encode_text(body + IM_END)
@@ -133,11 +158,22 @@ def diagnose(
         hit = reproduced(j, j + len(text))
         values[kind][0] += int(hit)
         values[kind][1] += 1
+        if copied and scorer.copy_head:
+          first = j + int(isinstance(value, str))  # the value's first character, past a quote
+          k = int(np.flatnonzero((spans[:, 0] <= first) & (spans[:, 1] > first))[0])
+          _count_copy_start(starts, scored, start - 1 + k, target[k])
         if copied and not hit and len(missed) < examples:
           sel = (spans[:, 0] < j + len(text)) & (spans[:, 1] > j)
           wrote = renderer.decode(pred[start - 1 : start - 1 + len(target)][sel])
           missed.append({"value": text, "wrote": wrote})
   calls, turns = max(counts["calls"], 1), max(counts["turns"], 1)
+  copy_start = {}
+  if starts["values"]:
+    copy_start = {"values": starts["values"]}
+    copy_start |= {k: starts[k] / starts["values"] for k in _START_KEYS}
+    for gate in ("open", "closed"):
+      n = starts[f"gate_{gate}"]
+      copy_start[f"right_when_{gate}"] = starts[f"right_{gate}"] / n if n else None
   return {
     "turns": counts["turns"],
     "turn_match": counts["turns_matched"] / turns,
@@ -147,7 +183,25 @@ def diagnose(
     "final_match": counts["final_matched"] / max(counts["final"], 1),
     "values": {k: {"reproduced": v[0], "total": v[1], "share": v[0] / v[1]} for k, v in sorted(values.items())},
     "missed_copies": missed,
+    "copy_start": copy_start,
   }  # fmt: skip
+
+
+_START_KEYS = ("right", "gate_open", "pointer_right", "lm_head_right")
+
+
+def _count_copy_start(starts: collections.Counter, scored, q: int, target: int) -> None:
+  """Counts, at query position ``q`` whose target is a copied value's first token: the mixture's
+  argmax right, the gate open (g > 1/2), each part's argmax right, and right by the gate."""
+  right = int(scored["argmax"][q] == target)
+  gate = "open" if scored["gate"][q] > 0.5 else "closed"
+  starts["values"] += 1
+  starts["right"] += right
+  starts["gate_open"] += int(gate == "open")
+  starts["pointer_right"] += int(scored["pointer"][q] == target)
+  starts["lm_head_right"] += int(scored["lm_head"][q] == target)
+  starts[f"gate_{gate}"] += 1
+  starts[f"right_{gate}"] += right
 
 
 def diagnose_policy(

@@ -227,7 +227,7 @@ def test_a_match_run_needs_the_match_bonus_and_three_tokens(tiny_config):
 def test_the_pointer_path_loss_scores_copyable_targets_by_the_pointer_alone(model, config):
   """``copy_weight_bt`` adds c * -log(g copy(target)) where an earlier position is followed by
   the target (computed here from the pointer's own weights), and nothing where none is."""
-  from models.copy_head import _pointer_weights
+  from models.copy_head import pointer_weights
   from models.loss import copy_head_losses
 
   tokens = random_tokens((B, T + 1), _vocab(config), seed=9)
@@ -241,7 +241,7 @@ def test_the_pointer_path_loss_scores_copyable_targets_by_the_pointer_alone(mode
       out.hidden, model.head_weight(), out.pointer, targets, weight, weight, 5, copy
     )[0]
 
-  weights, _ = _pointer_weights(out.pointer)
+  weights, _ = pointer_weights(out.pointer)
   hits = np.asarray(out.pointer.values_bs)[:, None, :] == np.asarray(targets)[:, :, None]
   copy = np.sum(np.where(hits, np.asarray(weights), 0.0), axis=-1)
   gate = np.asarray(jax.nn.sigmoid(out.pointer.gate_bk))

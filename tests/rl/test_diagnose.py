@@ -75,3 +75,26 @@ def _inner(message):
 
   args = json.loads(message["tool_calls"][0]["function"]["arguments"])
   return args["arguments"]
+
+
+def test_copy_starts_are_split_by_the_copy_heads_gate(renderer, oracle_messages):
+  """With a copy head, each copied value's first token is scored by the gate and by each part
+  of the mixture; the shares add up (a random tiny model: what it predicts does not matter)."""
+  from models import create_model, get_config
+
+  messages = _prefix(oracle_messages[0], calls=2)
+  vocab = renderer.tokenizer.vocab_size
+  model = create_model(get_config("tiny", vocab_size=vocab, copy_head=True, copy_head_match=True))
+  row = len(renderer.render(messages).ids)  # the whole conversation in one row
+  out = diagnose(model, renderer, [_record(messages)], max_len=row)
+  start = out["copy_start"]
+  copied = sum(v["total"] for k, v in out["values"].items() if k.startswith("copied_"))
+  assert start["values"] == copied > 0
+  assert all(
+    0.0 <= start[k] <= 1.0 for k in ("right", "gate_open", "pointer_right", "lm_head_right")
+  )
+  by_gate = [(start[f"right_when_{g}"] or 0.0, share) for g, share in
+             (("open", start["gate_open"]), ("closed", 1.0 - start["gate_open"]))]  # fmt: skip
+  assert abs(sum(r * share for r, share in by_gate) - start["right"]) < 1e-9
+  scripted = Scripted(np.zeros(8, int), renderer.tokenizer.vocab_size)
+  assert diagnose(scripted, renderer, [_record(messages)], max_len=row)["copy_start"] == {}
