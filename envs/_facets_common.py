@@ -69,6 +69,27 @@ def found_one(kind: str, noun: str, value: Any, **fields: Any) -> Found:
   return Found(kind, noun, [Value(value, value)], **fields)
 
 
+def found_people(
+  noun: str, emails: Any, excluded: Any = (), exclusion: str = "", **fields: Any
+) -> Found:
+  """A read that hands on several people by address, and those a write must leave out
+  (``excluded``, for the reason ``exclusion``: "who declined it")."""
+  return Found(
+    "person.email",
+    noun,
+    [Value(e, e) for e in emails],
+    excluded=[Value(e, e) for e in excluded],
+    exclusion=exclusion,
+    **fields,
+  )
+
+
+def found_money(noun: str, values: list[Value], currency: str, **fields: Any) -> Found:
+  """A read that hands on amounts (``money`` values) in ``currency``, which later steps see as
+  its context."""
+  return Found("money", noun, values, context={"currency": currency}, **fields)
+
+
 def found_time(noun: str, when: str, **fields: Any) -> Found:
   """A read that hands on the time ``when`` (ISO 8601), labelled as instructions write it, with
   its date as the context later steps may use."""
@@ -181,9 +202,14 @@ def money(amount: float, currency: str) -> Value:
   return Value(amount, money_label(amount, currency), float(amount))
 
 
+def home_currency(ctx: AuthorContext) -> str:
+  """The company's own currency (the books' and the payroll's)."""
+  return world(ctx.env.seed).currency
+
+
 def home_money(ctx: AuthorContext, amount: float) -> Value:
-  """A money value in the company's own currency (the books' and the payroll's)."""
-  return money(amount, world(ctx.env.seed).currency)
+  """A money value in the company's own currency."""
+  return money(amount, home_currency(ctx))
 
 
 def currency_of(value: Value) -> str | None:

@@ -9,7 +9,15 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import amount_of, colleague, found_one, iso, topic, user_email
+from envs._facets_common import (
+  amount_of,
+  colleague,
+  found_one,
+  found_people,
+  iso,
+  topic,
+  user_email,
+)
 from envs._world import world
 from envs.drive.state import DOC, PDF, SHEET, _link_url
 
@@ -143,12 +151,11 @@ def file_editors(ctx: AuthorContext) -> Found:
     _grant(ctx, file, p.email, role)
   found = _find(ctx, file["name"])
   shared = found["shared_with"]
-  return Found(
-    "person.email",
+  return found_people(
     f'the people who can edit the "{found["name"]}" document in Drive',
-    [Value(s["email"], s["email"]) for s in shared if s["role"] == "editor"],
-    excluded=[Value(s["email"], s["email"]) for s in shared if s["role"] == "viewer"],
-    exclusion="who only has view access to that document",
+    [s["email"] for s in shared if s["role"] == "editor"],
+    [s["email"] for s in shared if s["role"] == "viewer"],
+    "who only has view access to that document",
   )
 
 

@@ -9,7 +9,15 @@ from datetime import datetime, timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import found_one, found_time, future_time, iso, time_label, topic
+from envs._facets_common import (
+  found_one,
+  found_people,
+  found_time,
+  future_time,
+  iso,
+  time_label,
+  topic,
+)
 from envs._world import world
 
 S = "email_marketing"
@@ -100,12 +108,11 @@ def waitlist_members(ctx: AuthorContext) -> Found:
     )
   audience = _audience(ctx, name)
   rows = ctx.call(S, "search_subscribers", audience_id=audience["id"], limit=100)["items"]
-  return Found(
-    "person.email",
+  return found_people(
     f'the people on our "{name}" mailing list',
-    [Value(r["email"], r["email"]) for r in rows if r["status"] == "subscribed"],
-    excluded=[Value(r["email"], r["email"]) for r in rows if r["status"] == "unsubscribed"],
-    exclusion=f'who unsubscribed from the "{name}" list',
+    [r["email"] for r in rows if r["status"] == "subscribed"],
+    [r["email"] for r in rows if r["status"] == "unsubscribed"],
+    f'who unsubscribed from the "{name}" list',
   )
 
 
@@ -176,12 +183,11 @@ def customer_subscribers(ctx: AuthorContext, found: Found) -> Found | None:
   going = [r["email"] for r in rows if r["status"] == "subscribed"]
   if not going:
     return None
-  return Found(
-    "person.email",
+  return found_people(
     f"the contacts from {company} who are subscribed to our Customers mailing list",
-    [Value(e, e) for e in going],
-    excluded=[Value(r["email"], r["email"]) for r in rows if r["status"] == "unsubscribed"],
-    exclusion="who unsubscribed from the Customers list",
+    going,
+    [r["email"] for r in rows if r["status"] == "unsubscribed"],
+    "who unsubscribed from the Customers list",
     answer=f"Subscribed contacts from {company}: {', '.join(going)}.",
   )
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import amount_of, found_one, iso, name_of, topic, user_email
+from envs._facets_common import amount_of, found_one, found_people, iso, name_of, topic, user_email
 from envs._world import world
 
 S = "esign"
@@ -159,12 +159,11 @@ def unsigned_signers(ctx: AuthorContext) -> Found:
   ]
   _put_envelope(ctx, title, f"I have read and accept the {about} policy.", signers)
   env = _find(ctx, title, status="sent")
-  return Found(
-    "person.email",
+  return found_people(
     f'the people who still have to sign the "{title}" envelope',
-    [Value(s["id"], s["id"]) for s in env["signers"] if s["status"] == "sent"],
-    excluded=[Value(s["id"], s["id"]) for s in env["signers"] if s["status"] == "signed"],
-    exclusion="who already signed it",
+    [s["id"] for s in env["signers"] if s["status"] == "sent"],
+    [s["id"] for s in env["signers"] if s["status"] == "signed"],
+    "who already signed it",
   )
 
 

@@ -14,7 +14,9 @@ from envs._facets_common import (
   amount_is,
   colleague,
   currency_of,
+  found_money,
   found_one,
+  found_people,
   home_money,
   iso,
   today,
@@ -100,11 +102,10 @@ def _colleague_report(ctx: AuthorContext, items: int = 3, status: str = "submitt
 @facets.source(S, "money")
 def report_total(ctx: AuthorContext) -> Found:
   who, report = _colleague_report(ctx, ctx.rng.randint(2, 4))
-  return Found(
-    "money",
+  return found_money(
     f'the total of {who.name}\'s "{report["title"]}" expense report',
     [home_money(ctx, report["total"])],
-    context={"currency": report["currency"]},
+    report["currency"],
   )
 
 
@@ -113,11 +114,10 @@ def item_amounts(ctx: AuthorContext) -> Found:
   """Several amounts of one report, to sum or to handle one by one."""
   count = ctx.rng.randint(2, 4)
   who, report = _colleague_report(ctx, count)
-  return Found(
-    "money",
+  return found_money(
     f'the amounts of the {count} expenses on {who.name}\'s "{report["title"]}" report',
     [home_money(ctx, i["amount"]) for i in report["items"]],
-    context={"currency": report["currency"]},
+    report["currency"],
   )
 
 
@@ -132,12 +132,11 @@ def claimants(ctx: AuthorContext) -> Found:
   for person, status in zip(people, statuses, strict=True):
     _scenario_report(ctx, person, title, status, ctx.rng.randint(1, 3))
   hits = [r for r in ctx.call(S, "list_reports", query=title)["items"] if r["title"] == title]
-  return Found(
-    "person.email",
+  return found_people(
     f'the people who filed "{title}" expense reports',
-    [Value(r["employee"], r["employee"]) for r in hits if r["status"] != "rejected"],
-    excluded=[Value(r["employee"], r["employee"]) for r in hits if r["status"] == "rejected"],
-    exclusion="whose report was rejected",
+    [r["employee"] for r in hits if r["status"] != "rejected"],
+    [r["employee"] for r in hits if r["status"] == "rejected"],
+    "whose report was rejected",
   )
 
 
@@ -196,11 +195,10 @@ def their_report_total(ctx: AuthorContext, found: Found) -> Found | None:
   _scenario_report(ctx, person, title, ctx.choice(("submitted", "approved")), ctx.rng.randint(1, 4))
   hits = ctx.call(S, "list_reports", employee=email, query=title)["items"]
   report = next(r for r in hits if r["title"] == title)
-  return Found(
-    "money",
+  return found_money(
     f'the total of their "{title}" expense report',
     [home_money(ctx, report["total"])],
-    context={"currency": report["currency"]},
+    report["currency"],
   )
 
 
@@ -382,23 +380,21 @@ facets.sink(
 
 def _total_first(ctx: AuthorContext) -> tuple[Found, dict]:
   t = _my_draft(ctx, items=ctx.rng.randint(1, 3))
-  found = Found(
-    "money",
+  found = found_money(
     f'the current total of my draft "{t["title"]}" expense report',
     [home_money(ctx, t["report"]["total"])],
-    context={"currency": t["report"]["currency"]},
+    t["report"]["currency"],
   )
   return found, t
 
 
 def _total_second(ctx: AuthorContext, t: dict) -> Found:
   report = ctx.call(S, "get_report", report_id=t["report"]["id"])
-  return Found(
-    "money",
+  return found_money(
     f'the new total of the "{t["title"]}" expense report',
     [home_money(ctx, report["total"])],
     stale=t["report"]["total"],
-    context={"currency": report["currency"]},
+    currency=report["currency"],
   )
 
 

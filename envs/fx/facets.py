@@ -9,7 +9,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
-from envs._facets_common import amount_is, currency_of, found_one, iso, money, topic
+from envs._facets_common import amount_is, currency_of, found_money, found_one, iso, money, topic
 from envs._world import world
 
 S = "fx"
@@ -61,11 +61,10 @@ def _deposits(ctx: AuthorContext, wallet: dict, prefix: str) -> list[dict]:
 def wallet_balance(ctx: AuthorContext) -> Found:
   code = ctx.choice(CENT_WALLETS)
   wallet = ctx.call(S, "get_wallet", wallet_id=_wallet(ctx, code)["id"])
-  return Found(
-    "money",
+  return found_money(
     f"the current balance of our {code} wallet",
     [money(wallet["balance"], code)],
-    context={"currency": code},
+    code,
   )
 
 
@@ -76,11 +75,10 @@ def customer_deposit(ctx: AuthorContext) -> Found:
   ref = f"Payment from {cust} for {name}"
   _put_deposits(ctx, _wallet(ctx, code), [ref])
   (deposit,) = _deposits(ctx, _wallet(ctx, code), ref)
-  return Found(
-    "money",
+  return found_money(
     f"the amount {cust} paid into our {code} wallet for {name}",
     [money(deposit["amount"], code)],
-    context={"currency": code},
+    code,
   )
 
 
@@ -93,11 +91,10 @@ def instalments(ctx: AuthorContext) -> Found:
   refs = [f"{prefix} {k} - {cust}" for k in range(1, count + 1)]
   _put_deposits(ctx, _wallet(ctx, code), refs)
   found = _deposits(ctx, _wallet(ctx, code), prefix)
-  return Found(
-    "money",
+  return found_money(
     f'the amounts of the {count} "{name}" instalments {cust} paid into our {code} wallet',
     [money(t["amount"], code) for t in found],
-    context={"currency": code},
+    code,
   )
 
 
@@ -138,11 +135,10 @@ def converted(ctx: AuthorContext, found: Found) -> Found | None:
     for a in amounts
   ]
   what = "that amount" if len(out) == 1 else "those amounts"
-  return Found(
-    "money",
+  return found_money(
     f"{what} converted from {frm} to {to} at today's rate",
     [money(a, to) for a in out],
-    context={"currency": to},
+    to,
   )
 
 
@@ -313,23 +309,21 @@ def _balance_first(ctx: AuthorContext) -> tuple[Found, dict]:
   code = ctx.choice(CENT_WALLETS)
   wallet = ctx.call(S, "get_wallet", wallet_id=_wallet(ctx, code)["id"])
   t = {"wallet": wallet, "code": code, "reference": f"{topic(ctx)} top-up"}
-  found = Found(
-    "money",
+  found = found_money(
     f"the current balance of our {code} wallet",
     [money(wallet["balance"], code)],
-    context={"currency": code},
+    code,
   )
   return found, t
 
 
 def _balance_second(ctx: AuthorContext, t: dict) -> Found:
   wallet = ctx.call(S, "get_wallet", wallet_id=t["wallet"]["id"])
-  return Found(
-    "money",
+  return found_money(
     f"the new balance of our {t['code']} wallet",
     [money(wallet["balance"], t["code"])],
     stale=t["wallet"]["balance"],
-    context={"currency": t["code"]},
+    currency=t["code"],
   )
 
 

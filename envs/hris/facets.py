@@ -10,7 +10,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import day_of, found_day, found_one, in_use, iso, user_email
+from envs._facets_common import day_of, found_day, found_one, found_people, in_use, iso, user_email
 from envs._world import DEPARTMENTS, TITLES
 from envs.hris.service import LEAVE_NOTES, Employee
 
@@ -130,12 +130,11 @@ def team_by_title(ctx: AuthorContext) -> Found:
     )
   hits = ctx.call(S, "search_employees", department=dept, title=title, limit=100)["items"]
   hits = [h for h in hits if h["title"] == title]
-  return Found(
-    "person.email",
+  return found_people(
     f"the {title}s in the {dept} department",
-    [Value(h["email"], h["email"]) for h in hits if h["status"] == "active"],
-    excluded=[Value(h["email"], h["email"]) for h in hits if h["status"] == "on_leave"],
-    exclusion="who is on leave",
+    [h["email"] for h in hits if h["status"] == "active"],
+    [h["email"] for h in hits if h["status"] == "on_leave"],
+    "who is on leave",
   )
 
 

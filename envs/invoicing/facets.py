@@ -11,7 +11,17 @@ from typing import Any
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import amount_is, currency_of, found_one, fresh_number, iso, money, topic
+from envs._facets_common import (
+  amount_is,
+  currency_of,
+  found_money,
+  found_one,
+  found_people,
+  fresh_number,
+  iso,
+  money,
+  topic,
+)
 from envs.invoicing.state import PRICE_LIST_RATE, _totals
 from envs.invoicing.tools import InvoicingService
 
@@ -138,11 +148,10 @@ def amount_due(ctx: AuthorContext) -> Found:
   memo, cust = topic(ctx), ctx.choice(_customers(ctx))
   _scenario_invoice(ctx, cust, memo, ctx.choice(("open", "partial", "overdue")))
   inv = _find(ctx, memo)
-  return Found(
-    "money",
+  return found_money(
     f'the amount still due on the "{memo}" invoice to {cust.name}',
     [_due(inv)],
-    context={"currency": inv["currency"]},
+    inv["currency"],
   )
 
 
@@ -179,13 +188,8 @@ def unpaid_billing_contacts(ctx: AuthorContext) -> Found:
   invoices = [ctx.call(S, "get_invoice", invoice_id=i["id"]) for i in hits]
   unpaid = [i["billing_email"] for i in invoices if i["status"] != "paid"]
   paid = [i["billing_email"] for i in invoices if i["status"] == "paid"]
-  return Found(
-    "person.email",
-    f'the billing contacts on our "{memo}" invoices',
-    [Value(e, e) for e in unpaid],
-    excluded=[Value(e, e) for e in paid],
-    exclusion="whose invoice is already paid",
-  )
+  noun = f'the billing contacts on our "{memo}" invoices'
+  return found_people(noun, unpaid, paid, "whose invoice is already paid")
 
 
 @facets.source(S, "money")
@@ -197,11 +201,10 @@ def milestone_amounts(ctx: AuthorContext) -> Found:
     _scenario_invoice(ctx, cust, f"{name} milestone {k}", ctx.choice(("open", "overdue")))
   hits = ctx.call(S, "list_invoices", query=f"{name} milestone")["items"]
   hits = sorted((i for i in hits if i["memo"].startswith(name)), key=lambda i: i["memo"])
-  return Found(
-    "money",
+  return found_money(
     f'the amounts due on the {count} "{name}" milestone invoices to {cust.name}',
     [_due(i) for i in hits],
-    context={"currency": cust.currency},
+    cust.currency,
   )
 
 
@@ -248,11 +251,10 @@ def open_balance_of(ctx: AuthorContext, found: Found) -> Found | None:
   hit = _customer_named(ctx, name)
   balance = ctx.call(S, "customer_balance", customer_id=hit["id"])
   owed, currency = balance["balance"], balance["currency"]
-  return Found(
-    "money",
+  return found_money(
     "how much that customer still owes us on open invoices",
     [money(owed, currency)],
-    context={"currency": currency},
+    currency,
   )
 
 
@@ -284,11 +286,10 @@ def invoice_total(ctx: AuthorContext, found: Found) -> Found | None:
     kind = ctx.choice(("open", "paid"))
     _scenario_invoice(ctx, cust, memo, kind, reference=ref, exact=total)
   inv = ctx.call(S, "get_invoice", invoice_id=ref)
-  return Found(
-    "money",
+  return found_money(
     "the total billed on that invoice",
     [money(inv["total"], inv["currency"])],
-    context={"currency": inv["currency"]},
+    inv["currency"],
   )
 
 
@@ -488,23 +489,21 @@ def _due_first(ctx: AuthorContext) -> tuple[Found, dict]:
   kind = ctx.choice(("open", "partial", "overdue"))
   _scenario_invoice(ctx, t["cust"], t["memo"], kind, size, record_id=t["id"])
   inv = t["invoice"] = _find(ctx, t["memo"])
-  found = Found(
-    "money",
+  found = found_money(
     f'the amount still due on the "{t["memo"]}" invoice to {t["customer"]}',
     [_due(inv)],
-    context={"currency": inv["currency"]},
+    inv["currency"],
   )
   return found, t
 
 
 def _due_second(ctx: AuthorContext, t: dict) -> Found:
   inv = ctx.call(S, "get_invoice", invoice_id=t["invoice"]["id"])
-  return Found(
-    "money",
+  return found_money(
     f'the amount now due on the "{t["memo"]}" invoice',
     [_due(inv)],
     stale=t["invoice"]["amount_due"],
-    context={"currency": inv["currency"]},
+    currency=inv["currency"],
   )
 
 

@@ -12,6 +12,7 @@ from envs._facets_common import (
   colleague,
   day_label,
   found_one,
+  found_people,
   found_time,
   future_slot,
   future_time,
@@ -112,12 +113,11 @@ def approved_registrants(ctx: AuthorContext) -> Found:
     _register(ctx, meeting, p.email, status)
   found = _find(ctx, meeting["topic"], status="scheduled")
   regs = ctx.call(S, "list_registrants", meeting_id=found["id"], limit=100)["items"]
-  return Found(
-    "person.email",
+  return found_people(
     f'the approved registrants of the "{found["topic"]}" video meeting',
-    [Value(r["email"], r["email"]) for r in regs if r["status"] == "approved"],
-    excluded=[Value(r["email"], r["email"]) for r in regs if r["status"] == "declined"],
-    exclusion="whose registration for it was declined",
+    [r["email"] for r in regs if r["status"] == "approved"],
+    [r["email"] for r in regs if r["status"] == "declined"],
+    "whose registration for it was declined",
   )
 
 

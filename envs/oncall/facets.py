@@ -10,7 +10,15 @@ from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
 from compoworld.tasks.task import Patch
-from envs._facets_common import colleague, employee, found_one, found_time, iso, time_label
+from envs._facets_common import (
+  colleague,
+  employee,
+  found_one,
+  found_people,
+  found_time,
+  iso,
+  time_label,
+)
 from envs._world import world
 from envs.oncall.state import ALERTS
 
@@ -135,12 +143,12 @@ def rotation_off_duty(ctx: AuthorContext) -> Found:
   sched = ctx.choice(sorted(ctx.state(S).schedules, key=lambda s: s.id))
   listed = _find_schedule(ctx, sched.name)
   now = listed["on_call_now"]
-  return Found(
-    "person.email",
+  rotation = listed["rotation"]
+  return found_people(
     f"the people on the {sched.name} on-call rotation",
-    [Value(e, e) for e in listed["rotation"] if e != now],
-    excluded=[Value(now, now)] if now in listed["rotation"] else [],
-    exclusion="who is on call right now",
+    [e for e in rotation if e != now],
+    [now] if now in rotation else [],
+    "who is on call right now",
   )
 
 

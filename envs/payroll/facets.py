@@ -8,16 +8,22 @@ from datetime import date
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
-from envs._facets_common import amount_of, currency_of, found_day, home_money, in_use, iso, topic
+from envs._facets_common import (
+  amount_of,
+  currency_of,
+  found_day,
+  found_money,
+  home_currency,
+  home_money,
+  in_use,
+  iso,
+  topic,
+)
 from envs._world import world
 from envs.payroll.service import Compensation, _payslip
 
 S = "payroll"
 MAX_REIMBURSEMENT = 25_000.0  # more than this is not an expense claim paid through payroll
-
-
-def _in_currency(ctx: AuthorContext) -> dict:
-  return {"currency": world(ctx.env.seed).currency}
 
 
 def _employee_phrase(obj: str) -> str:
@@ -92,11 +98,10 @@ def _payout(ctx: AuthorContext, v: Value) -> float:
 def annual_salary(ctx: AuthorContext) -> Found:
   comp = _pick(ctx, reserve=False)
   rec = ctx.call(S, "get_compensation", employee_id=comp.id)
-  return Found(
-    "money",
+  return found_money(
     f"the annual salary of {_who(comp)}",
     [home_money(ctx, rec["annual_salary"])],
-    context=_in_currency(ctx),
+    home_currency(ctx),
   )
 
 
@@ -111,11 +116,10 @@ def last_net_pay(ctx: AuthorContext) -> Found:
   runs = ctx.call(S, "list_pay_runs", status="paid", pay_frequency=rec["pay_frequency"])["items"]
   run = next(r for r in runs if comp.id in _paid_in(ctx, r["id"]))
   slip = ctx.call(S, "list_payslips", employee_id=comp.id, pay_run_id=run["id"])["items"][0]
-  return Found(
-    "money",
+  return found_money(
     f"the net pay on the most recent paid payslip of {_who(comp)}",
     [home_money(ctx, slip["net"])],
-    context=_in_currency(ctx),
+    home_currency(ctx),
   )
 
 
@@ -153,11 +157,10 @@ def spot_bonuses(ctx: AuthorContext) -> Found:
   listed = _draft_run(ctx, "monthly")
   view = ctx.call(S, "get_pay_run", pay_run_id=listed["id"])
   found = [a for a in view["adjustments"] if a["description"] == description]
-  return Found(
-    "money",
+  return found_money(
     f'the "{description}" bonuses in {_run_name(listed)}',
     [home_money(ctx, a["amount"]) for a in found],
-    context=_in_currency(ctx),
+    home_currency(ctx),
   )
 
 
@@ -180,11 +183,10 @@ def _employee(ctx: AuthorContext, found: Found) -> str:
 @facets.lookup(S, "employee.id", "money")
 def salary_of(ctx: AuthorContext, found: Found) -> Found:
   rec = ctx.call(S, "get_compensation", employee_id=_employee(ctx, found))
-  return Found(
-    "money",
+  return found_money(
     "their annual salary",
     [home_money(ctx, rec["annual_salary"])],
-    context=_in_currency(ctx),
+    home_currency(ctx),
   )
 
 
@@ -195,11 +197,10 @@ def draft_net_pay_of(ctx: AuthorContext, found: Found) -> Found:
   slips = ctx.call(S, "list_payslips", employee_id=rec["id"], pay_run_id=run["id"])["items"]
   if not slips:
     raise AuthoringError("not_in_run", rec["id"])
-  return Found(
-    "money",
+  return found_money(
     f"their net pay in {_run_name(run)}",
     [home_money(ctx, slips[0]["net"])],
-    context=_in_currency(ctx),
+    home_currency(ctx),
   )
 
 
@@ -324,23 +325,21 @@ facets.sink(
 def _net_first(ctx: AuthorContext) -> tuple[Found, dict]:
   t = _payslip_target(ctx)
   slip = ctx.call(S, "list_payslips", employee_id=t["id"], pay_run_id=t["run"])["items"][0]
-  found = Found(
-    "money",
+  found = found_money(
     f"the net pay of {t['who']} in {t['run_name']}",
     [home_money(ctx, slip["net"])],
-    context=_in_currency(ctx),
+    home_currency(ctx),
   )
   return found, {**t, "slip": slip["id"], "net": slip["net"]}
 
 
 def _net_second(ctx: AuthorContext, t: dict) -> Found:
   slip = ctx.call(S, "list_payslips", employee_id=t["id"], pay_run_id=t["run"])["items"][0]
-  return Found(
-    "money",
+  return found_money(
     f"the net pay of {t['who']} in {t['run_name']} now",
     [home_money(ctx, slip["net"])],
     stale=t["net"],
-    context=_in_currency(ctx),
+    currency=home_currency(ctx),
   )
 
 

@@ -8,7 +8,7 @@ from datetime import date, datetime, timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
-from envs._facets_common import employee, found_day, found_one, iso, topic, user_email
+from envs._facets_common import employee, found_day, found_one, found_people, iso, topic, user_email
 
 S = "projects"
 
@@ -181,13 +181,8 @@ def label_assignees(ctx: AuthorContext) -> Found:
   label, project, tasks = _labelled_tasks(ctx)
   going = list(dict.fromkeys(t["assignee"] for t in tasks if t["status"] != "done"))
   finished = [t["assignee"] for t in tasks if t["status"] == "done" and t["assignee"] not in going]
-  return Found(
-    "person.email",
-    f'the people assigned to tasks labelled "{label}" in the {project.name} project',
-    [Value(e, e) for e in going],
-    excluded=[Value(e, e) for e in finished],
-    exclusion=f'whose "{label}" task is already done',
-  )
+  noun = f'the people assigned to tasks labelled "{label}" in the {project.name} project'
+  return found_people(noun, going, finished, f'whose "{label}" task is already done')
 
 
 def _points(n: int) -> str:

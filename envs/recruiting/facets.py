@@ -14,7 +14,9 @@ from envs._facets_common import (
   day_of,
   employee,
   found_day,
+  found_money,
   found_one,
+  found_people,
   future_slot,
   future_time,
   iso,
@@ -185,12 +187,11 @@ def interview_panel(ctx: AuthorContext) -> Found:
   c = _candidate(ctx, "interview", tuple(ratings))
   app = _application(ctx, c)
   done = [i for i in app["interviews"] if i["status"] == "completed"]
-  return Found(
-    "person.email",
+  return found_people(
     f"the people who interviewed {c['name']} for the {c['title']} role",
-    [Value(e, e) for i in done if i["rating"] >= 3 for e in i["interviewers"]],
-    excluded=[Value(e, e) for i in done if i["rating"] <= 2 for e in i["interviewers"]],
-    exclusion=f"who scored {c['first']} a no on their scorecard",
+    [e for i in done if i["rating"] >= 3 for e in i["interviewers"]],
+    [e for i in done if i["rating"] <= 2 for e in i["interviewers"]],
+    f"who scored {c['first']} a no on their scorecard",
   )
 
 
@@ -198,11 +199,10 @@ def interview_panel(ctx: AuthorContext) -> Found:
 def offered_salary(ctx: AuthorContext) -> Found:
   c = _candidate(ctx, "offer", (3, 4), offer="extended")
   offer = _open_offer(_application(ctx, c))
-  return Found(
-    "money",
+  return found_money(
     f"the yearly salary in {c['name']}'s offer for the {c['title']} role",
     [_offer_value(offer)],
-    context={"currency": offer["currency"]},
+    offer["currency"],
   )
 
 
@@ -236,11 +236,10 @@ def open_offer_salaries(ctx: AuthorContext) -> Found:
     offers += [o for o in full["offers"] if o["status"] in ("extended", "accepted")]
   if len({o["currency"] for o in offers}) != 1:
     raise AuthoringError("mixed_currencies", job["id"])
-  return Found(
-    "money",
+  return found_money(
     f"the salaries in the open offers for the {job['title']} role",
     [_offer_value(o) for o in offers],
-    context={"currency": offers[0]["currency"]},
+    offers[0]["currency"],
   )
 
 
@@ -450,11 +449,10 @@ def _offer_first(ctx: AuthorContext) -> tuple[Found, dict]:
   c = _candidate(ctx, "offer", (3, 4), offer="extended")
   app = _application(ctx, c)
   offer = _open_offer(app)
-  found = Found(
-    "money",
+  found = found_money(
     f"the yearly salary in {c['name']}'s offer for the {c['title']} role",
     [_offer_value(offer)],
-    context={"currency": offer["currency"]},
+    offer["currency"],
   )
   return found, {
     **c,
@@ -500,12 +498,11 @@ def _counter_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
 
 def _offer_second(ctx: AuthorContext, t: dict) -> Found:
   offer = _open_offer(ctx.call(S, "get_application", application_id=t["app"]))
-  return Found(
-    "money",
+  return found_money(
     f"the yearly salary in {t['name']}'s new offer",
     [_offer_value(offer)],
     stale=t["salary"],
-    context={"currency": offer["currency"]},
+    currency=offer["currency"],
   )
 
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import amount_is, found_one, iso, money, s0_now
+from envs._facets_common import amount_is, found_one, found_people, iso, money, s0_now
 from envs._world import FIRST, LAST, STREETS, world
 from envs.storefront.state import _line, _priced
 
@@ -170,12 +170,11 @@ def company_buyers(ctx: AuthorContext) -> Found:
     )
   hits = ctx.call(S, "search_customers", query=company.name, limit=100)["items"]
   hits = [c for c in hits if c["company"] == company.name]
-  found = Found(
-    "person.email",
+  found = found_people(
     f"our shop customers from {company.name}",
-    [Value(c["email"], c["email"]) for c in hits if c["accepts_marketing"]],
-    excluded=[Value(c["email"], c["email"]) for c in hits if not c["accepts_marketing"]],
-    exclusion="who has opted out of marketing email",
+    [c["email"] for c in hits if c["accepts_marketing"]],
+    [c["email"] for c in hits if not c["accepts_marketing"]],
+    "who has opted out of marketing email",
   )
   if not found.values or not found.excluded:
     raise AuthoringError("no_audience", company.name)

@@ -8,7 +8,16 @@ from datetime import date, timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import day_label, day_of, found_day, in_use, iso, today, user_email
+from envs._facets_common import (
+  day_label,
+  day_of,
+  found_day,
+  found_people,
+  in_use,
+  iso,
+  today,
+  user_email,
+)
 from envs.timeoff.service import NOTES, Employee, _business_days, _overlapping
 
 S = "timeoff"
@@ -141,12 +150,11 @@ def off_on_day(ctx: AuthorContext) -> Found:
   out = ctx.call(S, "who_is_out", day=day.isoformat(), department=dept)
   away = list(dict.fromkeys(o["email"] for o in out if o["policy_id"] != "sick"))
   sick = list(dict.fromkeys(o["email"] for o in out if o["policy_id"] == "sick"))
-  return Found(
-    "person.email",
+  return found_people(
     f"the people in {dept} who are off on {day_label(day)}",
-    [Value(e, e) for e in away if e not in sick],
-    excluded=[Value(e, e) for e in sick],
-    exclusion="who is out sick that day",
+    [e for e in away if e not in sick],
+    sick,
+    "who is out sick that day",
     context={"date": day.isoformat()},
   )
 
