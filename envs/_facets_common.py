@@ -8,6 +8,7 @@ from typing import Any
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value
+from compoworld.tasks.rubric import all_of, record_is
 from envs._world import Person, world
 
 CODENAMES = (
@@ -127,6 +128,15 @@ def employee(ctx: AuthorContext, email: Any) -> Person | None:
   return world(ctx.env.seed).person(email) if isinstance(email, str) else None
 
 
+def colleague_email(ctx: AuthorContext, value: Value, reason: str = "not_an_employee") -> str:
+  """The address a handed-on value names, lower-cased; refused as ``reason`` unless it is an
+  employee's (a colleague's)."""
+  email = str(value.value).lower()
+  if employee(ctx, email) is None:
+    raise AuthoringError(reason, email)
+  return email
+
+
 def name_of(ctx: AuthorContext, email: str) -> str:
   """A person's full name: the world's name for them, else one read off the address."""
   w = world(ctx.env.seed)
@@ -140,6 +150,16 @@ def in_use(ctx: AuthorContext, service: str) -> set[str]:
   """The records (employees) this task's ``service`` facets set up or change: never picked
   twice, so a scenario edit never lands on a record an earlier step of the probe already wrote."""
   return ctx.scratch.setdefault(f"{service}_busy", set())
+
+
+def pick_free(ctx: AuthorContext, service: str, options: Any, reserve: bool = True) -> Any:
+  """One of ``options`` (records with an ``id``) that no ``service`` facet of this task has
+  used yet, drawn in id order; with ``reserve``, it is marked used from then on."""
+  busy = in_use(ctx, service)
+  record = ctx.choice(sorted((o for o in options if o.id not in busy), key=lambda o: o.id))
+  if reserve:
+    busy.add(record.id)
+  return record
 
 
 # --- time --------------------------------------------------------------------------------------
@@ -188,6 +208,25 @@ def future_time(ctx: AuthorContext, service: str, value: Value, reason: str) -> 
   return when
 
 
+def schedule_time(ctx: AuthorContext, service: str, value: Value, current: Any, reason: str) -> str:
+  """The time (ISO 8601, to the second) a handed-on value names, for something set to go out
+  at ``current``: refused as ``time_not_schedulable`` unless it is ahead, and as ``reason``
+  when it is ``current`` (nothing would change)."""
+  when = iso(future_time(ctx, service, value, "time_not_schedulable"))
+  if when == current:
+    raise AuthoringError(reason, when)
+  return when
+
+
+def scheduled_for(service: str, collection: str, record_id: str, field: str, value: Value) -> dict:
+  """A rubric condition: the record is scheduled, its ``field`` at the time ``value`` names."""
+  when = iso(datetime.fromisoformat(str(value.value)))
+  return all_of(
+    record_is(service, collection, record_id, "status", "scheduled"),
+    record_is(service, collection, record_id, field, when),
+  )
+
+
 # --- amounts and quantities --------------------------------------------------------------------
 
 
@@ -195,6 +234,11 @@ def money_label(amount: float, currency: str) -> str:
   """An amount as instructions and answers write it, its currency last ("1,250.00 EUR", and
   "150,000 JPY": the yen has no cents), so that ``currency_of`` can read the currency back."""
   return f"{amount:,.0f} {currency}" if currency == "JPY" else f"{amount:,.2f} {currency}"
+
+
+def code_money_label(amount: float, currency: str) -> str:
+  """An amount with its currency code first ("EUR 1,250.00"), as the CRM and quotes show it."""
+  return f"{currency} {amount:,.2f}"
 
 
 def money(amount: float, currency: str) -> Value:

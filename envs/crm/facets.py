@@ -10,8 +10,9 @@ from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import (
   amount_of,
+  code_money_label,
+  colleague_email,
   day_of,
-  employee,
   found_day,
   found_one,
   found_time,
@@ -24,10 +25,6 @@ from envs._facets_common import (
 from envs._world import world
 
 S = "crm"
-
-
-def _money(amount: float, currency: str) -> str:
-  return f"{currency} {amount:,.2f}"
 
 
 def _account(ctx: AuthorContext):
@@ -128,8 +125,8 @@ def deal_amount(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f'the amount of the "{deal["name"]}" deal',
-    [Value(amount, _money(amount, deal["currency"]), amount)],
-    answer=f'The "{deal["name"]}" deal is worth {_money(amount, deal["currency"])}.',
+    [Value(amount, code_money_label(amount, deal["currency"]), amount)],
+    answer=f'The "{deal["name"]}" deal is worth {code_money_label(amount, deal["currency"])}.',
   )
 
 
@@ -150,7 +147,7 @@ def open_deal_amounts(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f'the amounts of the open "{program}" deals with {acc.name}',
-    [Value(d["amount"], _money(d["amount"], d["currency"]), d["amount"]) for d in mine],
+    [Value(d["amount"], code_money_label(d["amount"], d["currency"]), d["amount"]) for d in mine],
   )
 
 
@@ -232,7 +229,7 @@ def open_pipeline(ctx: AuthorContext, found: Found) -> Found | None:
   if not deals:
     return None
   total = round(sum(d["amount"] for d in deals), 2)
-  label = _money(total, deals[0]["currency"])
+  label = code_money_label(total, deals[0]["currency"])
   return Found(
     "money",
     f"the total amount of the open deals with {acc['name']} in the CRM",
@@ -258,9 +255,7 @@ def _my_deal(ctx: AuthorContext) -> dict:
 
 
 def _hand_over(ctx: AuthorContext, deal: dict, value: Value) -> None:
-  email = str(value.value).lower()
-  if employee(ctx, email) is None:
-    raise AuthoringError("owner_not_employee", email)  # deal owners are colleagues
+  email = colleague_email(ctx, value, "owner_not_employee")  # deal owners are colleagues
   if email == deal["owner"]:
     raise AuthoringError("owner_unchanged", email)
   ctx.call(S, "update_deal", deal_id=deal["id"], owner=email)
@@ -453,7 +448,7 @@ def _contact_first(ctx: AuthorContext) -> tuple[Found, dict]:
 
 def _amount_second(ctx: AuthorContext, deal: dict) -> Found:
   now = ctx.call(S, "get_deal", deal_id=deal["id"])
-  label = _money(now["amount"], now["currency"])
+  label = code_money_label(now["amount"], now["currency"])
   return Found(
     "money",
     f'the amount of the "{deal["name"]}" deal now',

@@ -4,17 +4,18 @@ reschedule revisit (the send time goes stale)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
-from compoworld.tasks.rubric import all_of, exists, record_is, where
+from compoworld.tasks.rubric import exists, where
 from envs._facets_common import (
   found_one,
   found_people,
   found_time,
-  future_time,
   iso,
+  schedule_time,
+  scheduled_for,
   time_label,
   topic,
 )
@@ -237,18 +238,12 @@ def _draft_campaign(ctx: AuthorContext) -> dict:
 
 
 def _schedule(ctx: AuthorContext, campaign: dict, value: Value) -> None:
-  when = iso(future_time(ctx, S, value, "time_not_schedulable"))
-  if when == campaign.get("send_at"):
-    raise AuthoringError("send_time_unchanged", when)
+  when = schedule_time(ctx, S, value, campaign.get("send_at"), "send_time_unchanged")
   ctx.call(S, "schedule_campaign", campaign_id=campaign["id"], send_at=when)
 
 
 def _scheduled_check(ctx: AuthorContext, campaign: dict, value: Value) -> dict:
-  when = iso(datetime.fromisoformat(str(value.value)))
-  return all_of(
-    record_is(S, "campaigns", campaign["id"], "status", "scheduled"),
-    record_is(S, "campaigns", campaign["id"], "send_at", when),
-  )
+  return scheduled_for(S, "campaigns", campaign["id"], "send_at", value)
 
 
 facets.sink(

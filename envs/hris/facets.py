@@ -10,7 +10,16 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import day_of, found_day, found_one, found_people, in_use, iso, user_email
+from envs._facets_common import (
+  day_of,
+  found_day,
+  found_one,
+  found_people,
+  in_use,
+  iso,
+  pick_free,
+  user_email,
+)
 from envs._world import DEPARTMENTS, TITLES
 from envs.hris.service import LEAVE_NOTES, Employee
 
@@ -28,25 +37,17 @@ def _pick(
   ctx: AuthorContext, ok: Callable[[Employee], bool] = lambda e: True, reserve: bool = True
 ) -> Employee:
   """An active employee other than the user and the CEO whom nobody reports to."""
-  busy = in_use(ctx, S)
-  options = sorted(
-    (
-      e
-      for e in ctx.state(S).employees
-      if e.status == "active"
-      and e.manager_id is not None
-      and e.email != user_email(ctx)
-      and e.id not in busy
-      and e.updated_at.isoformat() < ctx.since(S)
-      and not _is_manager(ctx, e)
-      and ok(e)
-    ),
-    key=lambda e: e.id,
+  options = (
+    e
+    for e in ctx.state(S).employees
+    if e.status == "active"
+    and e.manager_id is not None
+    and e.email != user_email(ctx)
+    and e.updated_at.isoformat() < ctx.since(S)
+    and not _is_manager(ctx, e)
+    and ok(e)
   )
-  emp = ctx.choice(options)
-  if reserve:
-    busy.add(emp.id)
-  return emp
+  return pick_free(ctx, S, options, reserve)
 
 
 def _find(ctx: AuthorContext, name: str) -> dict:

@@ -17,6 +17,7 @@ from envs._facets_common import (
   home_money,
   in_use,
   iso,
+  pick_free,
   topic,
 )
 from envs._world import world
@@ -56,19 +57,13 @@ def _paid_in(ctx: AuthorContext, run_id: str) -> set[str]:
 
 def _pick(ctx: AuthorContext, ok=lambda c: True, reserve: bool = True) -> Compensation:
   """A colleague (not the user, not the CEO) on the payroll, not yet used by this task."""
-  w, busy = world(ctx.env.seed), in_use(ctx, S)
-  options = sorted(
-    (
-      c
-      for c in ctx.state(S).compensation
-      if c.email not in (w.people[0].email, w.people[1].email) and c.id not in busy and ok(c)
-    ),
-    key=lambda c: c.id,
+  w = world(ctx.env.seed)
+  options = (
+    c
+    for c in ctx.state(S).compensation
+    if c.email not in (w.people[0].email, w.people[1].email) and ok(c)
   )
-  comp = ctx.choice(options)
-  if reserve:
-    busy.add(comp.id)
-  return comp
+  return pick_free(ctx, S, options, reserve)
 
 
 def _in_draft(ctx: AuthorContext, comp: Compensation) -> bool:

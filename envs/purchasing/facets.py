@@ -11,8 +11,8 @@ from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import (
   colleague,
+  colleague_email,
   day_of,
-  employee,
   found_day,
   found_one,
   iso,
@@ -356,8 +356,8 @@ def _approval_target(ctx: AuthorContext) -> dict:
 
 
 def _approve(ctx: AuthorContext, t: dict, v: Value) -> None:
-  email = str(v.value).lower()
-  if employee(ctx, email) is None or email == t["requester"]:
+  email = colleague_email(ctx, v, "approver_not_eligible")
+  if email == t["requester"]:
     raise AuthoringError("approver_not_eligible", email)
   ctx.call(S, "approve_purchase_order", po=t["reference"], approver=email)
 

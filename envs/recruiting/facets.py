@@ -10,9 +10,9 @@ from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import (
   amount_of,
+  colleague_email,
   currency_of,
   day_of,
-  employee,
   found_day,
   found_money,
   found_one,
@@ -330,9 +330,7 @@ def _panel_target(ctx: AuthorContext) -> dict:
 
 
 def _add_interviewer(ctx: AuthorContext, t: dict, v: Value) -> None:
-  email = str(v.value).lower()
-  if employee(ctx, email) is None:
-    raise AuthoringError("not_an_employee", email)
+  email = colleague_email(ctx, v)
   ctx.call(
     S,
     "schedule_interview",

@@ -15,6 +15,7 @@ from envs._facets_common import (
   found_people,
   in_use,
   iso,
+  pick_free,
   today,
   user_email,
 )
@@ -66,10 +67,7 @@ def _colleagues(ctx: AuthorContext, ok=lambda e: True) -> list[Employee]:
 
 
 def _pick(ctx: AuthorContext, ok=lambda e: True, reserve: bool = True) -> Employee:
-  emp = ctx.choice(_colleagues(ctx, ok))
-  if reserve:
-    in_use(ctx, S).add(emp.id)
-  return emp
+  return pick_free(ctx, S, _colleagues(ctx, ok), reserve)
 
 
 def _put_request(
