@@ -65,6 +65,12 @@ def _signed_at(ctx: AuthorContext) -> str:
   return iso(ctx.state(S).now - timedelta(hours=ctx.rng.randint(3, 30)))
 
 
+def _signer_at_turn(ctx: AuthorContext, email: str, name: str, role: str, signed: bool) -> dict:
+  """A first-in-order signer who has signed (a few hours ago) or is being waited on."""
+  status = "signed" if signed else "sent"
+  return _signer(email, name, role, 1, status, signed_at=_signed_at(ctx) if signed else None)
+
+
 def _order_form(
   ctx: AuthorContext, title: str, company: str, lines: int = 1, status: str = "sent"
 ) -> dict:
@@ -117,14 +123,7 @@ def waiting_on(ctx: AuthorContext) -> Found:
   title = f"{topic(ctx)} - Statement of Work - {org.name}"
   first_signed = ctx.rng.random() < 0.5
   signers = [
-    _signer(
-      contact.email,
-      contact.name,
-      "Customer",
-      1,
-      "signed" if first_signed else "sent",
-      signed_at=_signed_at(ctx) if first_signed else None,
-    ),
+    _signer_at_turn(ctx, contact.email, contact.name, "Customer", first_signed),
     _signer(
       approver.email, approver.name, "Delivery lead", 2, "sent" if first_signed else "pending"
     ),
@@ -147,15 +146,7 @@ def unsigned_signers(ctx: AuthorContext) -> Found:
   about = topic(ctx)
   title = f"{about} policy acknowledgement"
   signers = [
-    _signer(
-      p.email,
-      p.name,
-      "Employee",
-      1,
-      "signed" if d else "sent",
-      signed_at=_signed_at(ctx) if d else None,
-    )
-    for p, d in zip(people, done, strict=True)
+    _signer_at_turn(ctx, p.email, p.name, "Employee", d) for p, d in zip(people, done, strict=True)
   ]
   _put_envelope(ctx, title, f"I have read and accept the {about} policy.", signers)
   env = _find(ctx, title, status="sent")

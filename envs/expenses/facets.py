@@ -158,26 +158,22 @@ def _receipted_item(ctx: AuthorContext) -> tuple[Any, dict, dict]:
   return who, report, ctx.choice(items)
 
 
+def _charge_noun(what: str, who, report: dict, item: dict) -> str:
+  """How an instruction names ``what`` of one charge: "the date of the Uber charge on ..."."""
+  owner = f'{who.name}\'s "{report["title"]}" expense report'
+  return f"the {what} of the {item['merchant']} charge on {owner}"
+
+
 @facets.source(S, "url")
 def receipt_link(ctx: AuthorContext) -> Found:
   who, report, item = _receipted_item(ctx)
-  return found_one(
-    "url",
-    f'the receipt link of the {item["merchant"]} charge on {who.name}\'s "{report["title"]}" '
-    "expense report",
-    item["receipt_url"],
-  )
+  return found_one("url", _charge_noun("receipt link", who, report, item), item["receipt_url"])
 
 
 @facets.source(S, "date")
 def expense_date(ctx: AuthorContext) -> Found:
   who, report, item = _receipted_item(ctx)
-  return found_one(
-    "date",
-    f'the date of the {item["merchant"]} charge on {who.name}\'s "{report["title"]}" expense '
-    "report",
-    item["date"],
-  )
+  return found_one("date", _charge_noun("date", who, report, item), item["date"])
 
 
 # --- lookups -----------------------------------------------------------------------------

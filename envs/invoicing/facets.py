@@ -140,14 +140,20 @@ def _due(inv: dict) -> Value:
   return money(inv["amount_due"], inv["currency"])
 
 
+def _invoice_found(ctx: AuthorContext, kinds: tuple[str, ...]) -> tuple[str, Any, dict]:
+  """A scenario invoice of one of ``kinds`` to a customer, found by its memo as an agent would:
+  (memo, customer, invoice)."""
+  memo, cust = topic(ctx), ctx.choice(_customers(ctx))
+  _scenario_invoice(ctx, cust, memo, ctx.choice(kinds))
+  return memo, cust, _find(ctx, memo)
+
+
 # --- sources -----------------------------------------------------------------------------
 
 
 @facets.source(S, "money")
 def amount_due(ctx: AuthorContext) -> Found:
-  memo, cust = topic(ctx), ctx.choice(_customers(ctx))
-  _scenario_invoice(ctx, cust, memo, ctx.choice(("open", "partial", "overdue")))
-  inv = _find(ctx, memo)
+  memo, cust, inv = _invoice_found(ctx, ("open", "partial", "overdue"))
   return found_money(
     f'the amount still due on the "{memo}" invoice to {cust.name}',
     [_due(inv)],
@@ -157,9 +163,7 @@ def amount_due(ctx: AuthorContext) -> Found:
 
 @facets.source(S, "reference")
 def invoice_number(ctx: AuthorContext) -> Found:
-  memo, cust = topic(ctx), ctx.choice(_customers(ctx))
-  _scenario_invoice(ctx, cust, memo, ctx.choice(("open", "overdue", "paid")))
-  inv = _find(ctx, memo)
+  memo, cust, inv = _invoice_found(ctx, ("open", "overdue", "paid"))
   return found_one(
     "reference", f'the invoice number of the "{memo}" invoice we sent {cust.name}', inv["reference"]
   )
@@ -167,9 +171,7 @@ def invoice_number(ctx: AuthorContext) -> Found:
 
 @facets.source(S, "person.email")
 def billing_contact(ctx: AuthorContext) -> Found:
-  memo, cust = topic(ctx), ctx.choice(_customers(ctx))
-  _scenario_invoice(ctx, cust, memo, ctx.choice(("open", "overdue")))
-  inv = _find(ctx, memo)
+  memo, _, inv = _invoice_found(ctx, ("open", "overdue"))
   return found_one(
     "person.email", f'the billing email on the "{memo}" invoice', inv["billing_email"]
   )

@@ -246,15 +246,21 @@ def _entry_target(ctx: AuthorContext) -> dict:
   }
 
 
-def _post(ctx: AuthorContext, t: dict, v: Value) -> None:
+def _book(ctx: AuthorContext, t: dict, v: Value, debit: str, credit: str) -> None:
+  """Posts the amount ``v`` names on ``t``'s date under its memo: ``debit`` debited, ``credit``
+  credited."""
   amount = _check_amount(ctx, v)
   ctx.call(
     S,
     "post_journal_entry",
     date=t["date"],
     memo=t["memo"],
-    lines=[{"account": t["account"], "debit": amount}, {"account": "2000", "credit": amount}],
+    lines=[{"account": debit, "debit": amount}, {"account": credit, "credit": amount}],
   )
+
+
+def _post(ctx: AuthorContext, t: dict, v: Value) -> None:
+  _book(ctx, t, v, t["account"], "2000")  # a bill: the expense against Accounts Payable
 
 
 def _post_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
@@ -425,14 +431,7 @@ def _balance_first(ctx: AuthorContext) -> tuple[Found, dict]:
 
 
 def _post_to_project(ctx: AuthorContext, t: dict, v: Value) -> None:
-  amount = _check_amount(ctx, v)
-  ctx.call(
-    S,
-    "post_journal_entry",
-    date=t["date"],
-    memo=t["memo"],
-    lines=[{"account": t["code"], "debit": amount}, {"account": "1000", "credit": amount}],
-  )
+  _book(ctx, t, v, t["code"], "1000")  # paid from Cash
 
 
 def _balance_second(ctx: AuthorContext, t: dict) -> Found:
