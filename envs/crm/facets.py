@@ -18,6 +18,7 @@ from envs._facets_common import (
   found_time,
   future_time,
   iso,
+  mentions,
   today,
   topic,
   user_email,
@@ -325,7 +326,7 @@ facets.sink(
     "activities",
     where("deal_id", t["id"]),
     where("kind", "note"),
-    where("notes", str(v.value), "icontains"),
+    mentions("notes", v),
     where("created_at", ctx.since(S), "ge"),
   ),
   phrase=lambda ctx, t, obj: (

@@ -15,6 +15,7 @@ from envs._facets_common import (
   found_one,
   found_people,
   iso,
+  mentions,
   topic,
   user_email,
 )
@@ -309,7 +310,7 @@ for kind in ("text", "url"):
       S,
       "files",
       where("name", t["name"]),
-      where("content", str(v.value), "icontains"),
+      mentions("content", v),
       where("trashed", False),
     ),
     phrase=lambda ctx, t, obj: f'save {obj} in a new Drive document called "{t["name"]}"',

@@ -14,6 +14,7 @@ from envs._facets_common import (
   found_people,
   found_time,
   iso,
+  mentions,
   schedule_time,
   scheduled_for,
   time_label,
@@ -287,7 +288,7 @@ for kind in ("text", "url"):
       "campaigns",
       where("name", t["name"]),
       where("audience_id", t["audience_id"]),
-      where("body", str(v.value), "icontains"),
+      mentions("body", v),
     ),
     phrase=lambda ctx, t, obj: (
       f'draft an email campaign "{t["name"]}" to our Newsletter list, subject '

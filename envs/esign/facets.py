@@ -10,7 +10,17 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import amount_of, found_one, found_people, iso, name_of, topic, user_email
+from envs._facets_common import (
+  amount_of,
+  found_one,
+  found_people,
+  iso,
+  mentions,
+  moved_to,
+  name_of,
+  topic,
+  user_email,
+)
 from envs._world import world
 
 S = "esign"
@@ -346,10 +356,7 @@ facets.sink(
   "void_with_reason",
   prepare=_to_void,
   act=_void,
-  check=lambda ctx, e, v: all_of(
-    record_is(S, "envelopes", e["id"], "status", "voided"),
-    record_is(S, "envelopes", e["id"], "void_reason", str(v.value), "icontains"),
-  ),
+  check=lambda ctx, e, v: moved_to(S, "envelopes", e["id"], "voided", mentions("void_reason", v)),
   phrase=lambda ctx, e, obj: f'void the "{e["title"]}" envelope, giving {obj} as the reason',
   text=lambda ctx, e, v: f'"{e["title"]}" is voided with the reason "{v.label}".',
   single=True,  # an envelope is voided for one reason

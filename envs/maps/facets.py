@@ -14,6 +14,7 @@ from envs._facets_common import (
   found_people,
   found_time,
   iso,
+  mentions,
   time_label,
   topic,
   user_email,
@@ -301,7 +302,7 @@ facets.sink(
     where("place_id", t["id"]),
     where("author", user_email(ctx)),
     where("rating", t["stars"]),
-    where("text", str(v.value), "icontains"),
+    mentions("text", v),
   ),
   phrase=lambda ctx, t, obj: (
     f"post {obj} as my {t['stars']}-star review of {t['name']} in {t['city']}"

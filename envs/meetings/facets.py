@@ -17,6 +17,7 @@ from envs._facets_common import (
   future_slot,
   future_time,
   iso,
+  mentions,
   name_of,
   time_label,
   topic,
@@ -350,7 +351,7 @@ for kind in ("text", "url"):
       "meetings",
       where("topic", t["topic"]),
       where("start", t["start"]),
-      where("agenda", str(v.value), "icontains"),
+      mentions("agenda", v),
     ),
     phrase=lambda ctx, t, obj: (
       f'schedule a 30-minute video meeting "{t["topic"]}" for {t["when"]} and put {obj} in '

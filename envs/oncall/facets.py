@@ -17,6 +17,7 @@ from envs._facets_common import (
   found_people,
   found_time,
   iso,
+  mentions,
   time_label,
 )
 from envs._world import world
@@ -415,7 +416,7 @@ facets.sink(
     "incidents",
     where("service_id", t["service_id"]),
     where("title", t["title"]),
-    where("description", str(v.value), "icontains"),
+    mentions("description", v),
     where("created_at", ctx.since(S), "ge"),
   ),
   phrase=lambda ctx, t, obj: (

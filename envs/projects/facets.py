@@ -8,7 +8,16 @@ from datetime import date, datetime, timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
-from envs._facets_common import employee, found_day, found_one, found_people, iso, topic, user_email
+from envs._facets_common import (
+  employee,
+  found_day,
+  found_one,
+  found_people,
+  iso,
+  mentions,
+  topic,
+  user_email,
+)
 
 S = "projects"
 
@@ -405,7 +414,7 @@ def _comment_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
     S,
     "comments",
     where("task_id", t["id"]),
-    where("body", str(v.value), "icontains"),
+    mentions("body", v),
     where("created_at", ctx.since(S), "ge"),
   )
 

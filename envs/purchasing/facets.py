@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
-from compoworld.tasks.rubric import all_of, exists, record_is, where
+from compoworld.tasks.rubric import exists, where
 from envs._facets_common import (
   colleague,
   colleague_email,
@@ -16,7 +16,9 @@ from envs._facets_common import (
   found_day,
   found_one,
   iso,
+  mentions,
   money,
+  moved_to,
   s0_now,
   today,
   topic,
@@ -334,7 +336,7 @@ facets.sink(
     ctx,
     t,
     where("lines.id", t["item"]["id"], "contains"),
-    where("notes", str(v.value), "icontains"),
+    mentions("notes", v),
   ),
   phrase=lambda ctx, t, obj: (
     f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of the "
@@ -368,9 +370,8 @@ facets.sink(
   "approve_order",
   prepare=_approval_target,
   act=_approve,
-  check=lambda ctx, t, v: all_of(
-    record_is(S, "orders", t["id"], "status", "approved"),
-    record_is(S, "orders", t["id"], "approver", str(v.value).lower()),
+  check=lambda ctx, t, v: moved_to(
+    S, "orders", t["id"], "approved", where("approver", str(v.value).lower())
   ),
   phrase=lambda ctx, t, obj: (
     f"approve purchase order {t['reference']}, recording {obj} as the approver"

@@ -15,6 +15,7 @@ from envs._facets_common import (
   found_one,
   fresh_number,
   iso,
+  moved_to,
   today,
   units,
   user_email,
@@ -295,9 +296,8 @@ facets.sink(
   "record_approval",
   prepare=_approval_target,
   act=_approve,
-  check=lambda ctx, q, v: all_of(
-    record_is(S, "quotes", q["id"], "status", "approved"),
-    record_is(S, "quotes", q["id"], "approved_by", str(v.value).lower()),
+  check=lambda ctx, q, v: moved_to(
+    S, "quotes", q["id"], "approved", where("approved_by", str(v.value).lower())
   ),
   phrase=lambda ctx, q, obj: (
     f"mark the discount on {_named(q)}, which is waiting for approval, as approved by {obj}"

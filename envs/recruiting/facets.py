@@ -20,8 +20,10 @@ from envs._facets_common import (
   future_slot,
   future_time,
   iso,
+  mentions,
   money,
   money_label,
+  moved_to,
   time_label,
   today,
 )
@@ -428,9 +430,8 @@ facets.sink(
   "reject_with_reason",
   prepare=_reject_target,
   act=_reject,
-  check=lambda ctx, t, v: all_of(
-    record_is(S, "applications", t["app"], "stage", "rejected"),
-    record_is(S, "applications", t["app"], "rejection_reason", str(v.value), "icontains"),
+  check=lambda ctx, t, v: moved_to(
+    S, "applications", t["app"], "rejected", mentions("rejection_reason", v), key="stage"
   ),
   phrase=lambda ctx, t, obj: (
     f"reject {t['name']}'s application for the {t['title']} role, giving {obj} as the reason"

@@ -16,6 +16,7 @@ from envs._facets_common import (
   found_one,
   found_time,
   iso,
+  mentions,
   schedule_time,
   scheduled_for,
   time_label,
@@ -191,7 +192,7 @@ def _new_post_check(ctx: AuthorContext, profile: dict, value: Value) -> dict:
     "posts",
     where("profile_id", profile["id"]),
     where("status", "draft"),
-    where("text", str(value.value), "icontains"),
+    mentions("text", value),
     where("created_at", ctx.since(S), "ge"),
   )
 

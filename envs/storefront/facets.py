@@ -9,8 +9,8 @@ from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
-from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import amount_is, found_one, found_people, iso, money, s0_now
+from compoworld.tasks.rubric import exists, where
+from envs._facets_common import amount_is, found_one, found_people, iso, money, moved_to, s0_now
 from envs._world import FIRST, LAST, STREETS, world
 from envs.storefront.state import _line, _priced
 
@@ -345,9 +345,8 @@ facets.sink(
   "fulfil_with_tracking",
   prepare=_fulfil_target,
   act=_fulfil,
-  check=lambda ctx, t, v: all_of(
-    record_is(S, "orders", t["id"], "status", "fulfilled"),
-    record_is(S, "orders", t["id"], "tracking_number", str(v.value).strip()),
+  check=lambda ctx, t, v: moved_to(
+    S, "orders", t["id"], "fulfilled", where("tracking_number", str(v.value).strip())
   ),
   phrase=lambda ctx, t, obj: f"mark order {t['ref']} as shipped with {obj} as its tracking number",
   text=lambda ctx, t, v: f"Order {t['ref']} is fulfilled with tracking number {v.label}.",

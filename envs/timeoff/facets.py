@@ -7,7 +7,7 @@ from datetime import date, timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
-from compoworld.tasks.rubric import all_of, exists, record_is, where
+from compoworld.tasks.rubric import exists, where
 from envs._facets_common import (
   day_label,
   day_of,
@@ -15,6 +15,8 @@ from envs._facets_common import (
   found_people,
   in_use,
   iso,
+  mentions,
+  moved_to,
   pick_free,
   today,
   user_email,
@@ -317,10 +319,7 @@ facets.sink(
   "deny_with_reason",
   prepare=_deny_target,
   act=_deny,
-  check=lambda ctx, t, v: all_of(
-    record_is(S, "requests", t["id"], "status", "denied"),
-    record_is(S, "requests", t["id"], "decision_note", str(v.value), "icontains"),
-  ),
+  check=lambda ctx, t, v: moved_to(S, "requests", t["id"], "denied", mentions("decision_note", v)),
   phrase=lambda ctx, t, obj: (
     f"deny the vacation request {t['who']} made for {day_label(t['start'])} to "
     f"{day_label(t['end'])}, giving {obj} as the reason"
@@ -369,9 +368,8 @@ facets.revisit(
   second=_balance_second,
   change="approve_with_note",
   act=_approve,
-  check=lambda ctx, t, v: all_of(
-    record_is(S, "requests", t["id"], "status", "approved"),
-    record_is(S, "requests", t["id"], "decision_note", str(v.value), "icontains"),
+  check=lambda ctx, t, v: moved_to(
+    S, "requests", t["id"], "approved", mentions("decision_note", v)
   ),
   phrase=lambda ctx, t, obj: f"approve that vacation request with {obj} as the note",
   text=lambda ctx, t, v: f"{t['who']}'s vacation is approved with the note {v.label!r}.",
