@@ -7,7 +7,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
-from envs._facets_common import colleague, found_one, iso, mentions, topic
+from envs._facets_common import colleague, found_one, iso, mentions, since, topic
 
 S = "chat"
 
@@ -58,7 +58,7 @@ def _post_check(ctx: AuthorContext, chan: dict, v: Value) -> dict:
     "messages",
     where("channel_id", chan["id"]),
     mentions("text", v),
-    where("ts", ctx.since(S), "ge"),
+    since(ctx, S, "ts"),
   )
 
 

@@ -19,6 +19,7 @@ from envs._facets_common import (
   future_time,
   iso,
   mentions,
+  since,
   today,
   topic,
   user_email,
@@ -327,7 +328,7 @@ facets.sink(
     where("deal_id", t["id"]),
     where("kind", "note"),
     mentions("notes", v),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f'log {obj} as a note titled "{t["subject"]}" on the "{t["name"]}" deal in the CRM'

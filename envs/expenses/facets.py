@@ -19,6 +19,7 @@ from envs._facets_common import (
   found_people,
   home_money,
   iso,
+  since,
   today,
   topic,
   user,
@@ -292,7 +293,7 @@ facets.sink(
     "reports",
     where("employee", str(v.value).lower()),
     where("title", t["title"]),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: f'start a draft expense report titled "{t["title"]}" for {obj}',
   text=lambda ctx, t, v: f'{v.label} has a new "{t["title"]}" expense report.',
@@ -316,7 +317,7 @@ facets.sink(
     "reports",
     where("employee", t["me"]),
     where("title", str(v.value)),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"start a new draft expense report of mine ({t['me']}) with {obj} as its title"

@@ -9,7 +9,16 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
-from envs._facets_common import amount_is, currency_of, found_money, found_one, iso, money, topic
+from envs._facets_common import (
+  amount_is,
+  currency_of,
+  found_money,
+  found_one,
+  iso,
+  money,
+  since,
+  topic,
+)
 from envs._world import world
 
 S = "fx"
@@ -192,7 +201,7 @@ def _deposit_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
     *_known(t, "wallet", "to_wallet_id"),
     where("reference", t["reference"]),
     amount_is("amount", float(v.value)),
-    where("at", ctx.since(S), "ge"),
+    since(ctx, S, "at"),
   )
 
 
@@ -250,7 +259,7 @@ facets.sink(
     *_known(t, "target", "to_wallet_id"),
     where("reference", t["reference"]),
     amount_is("amount", float(v.value)),
-    where("at", ctx.since(S), "ge"),
+    since(ctx, S, "at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"move {obj} from our {t['source']['currency']} wallet to our "
@@ -291,7 +300,7 @@ facets.sink(
     where("to_wallet_id", t["wallet"]["id"]),
     where("reference", str(v.value)),
     amount_is("amount", t["amount"]),
-    where("at", ctx.since(S), "ge"),
+    since(ctx, S, "at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"record the {t['amount']:,.2f} {t['code']} payment from {t['customer']} as a deposit "

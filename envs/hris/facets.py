@@ -18,6 +18,7 @@ from envs._facets_common import (
   in_use,
   iso,
   pick_free,
+  since,
   user_email,
 )
 from envs._world import DEPARTMENTS, TITLES
@@ -62,8 +63,8 @@ def _by_email(ctx: AuthorContext, email: object) -> Employee | None:
   return next((e for e in ctx.state(S).employees if e.email == address), None)
 
 
-def _since(ctx: AuthorContext):
-  return where("recorded_at", ctx.since(S), "ge")
+def _since(ctx: AuthorContext) -> dict:
+  return since(ctx, S, "recorded_at")
 
 
 # --- sources -------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from envs._facets_common import (
   fresh_number,
   iso,
   money,
+  since,
   topic,
 )
 from envs.invoicing.state import PRICE_LIST_RATE, _totals
@@ -324,7 +325,7 @@ facets.sink(
     where("customer_id", t["customer_id"]),
     where("memo", t["memo"]),
     where("lines.sku", v.value),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"create a draft invoice to {t['customer']} for one unit of {obj} at list price, with "
@@ -426,7 +427,7 @@ def _payment_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
     "payments",
     where("invoice_id", t["id"]),
     amount_is("amount", float(v.value)),
-    where("received_at", ctx.since(S), "ge"),
+    since(ctx, S, "received_at"),
   )
 
 
@@ -469,7 +470,7 @@ facets.sink(
     "credit_notes",
     where("invoice_id", t["id"]),
     amount_is("amount", float(v.value)),
-    where("issued_at", ctx.since(S), "ge"),
+    since(ctx, S, "issued_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f'issue a credit note for {obj} on the "{t["memo"]}" invoice to {t["customer"]}, with '

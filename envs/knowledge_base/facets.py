@@ -8,7 +8,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
-from envs._facets_common import colleague, found_one, iso, mentions, moved_to, topic
+from envs._facets_common import colleague, found_one, iso, mentions, moved_to, since, topic
 from envs._world import world
 
 S = "knowledge_base"
@@ -232,7 +232,7 @@ facets.sink(
     where("section_id", sec["id"]),
     where("title", str(v.value)),
     where("status", "draft"),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, sec, obj: (
     f'start a draft help-center article in the "{sec["name"]}" section with {obj} as its title'

@@ -19,6 +19,7 @@ from envs._facets_common import (
   home_currency,
   home_money,
   iso,
+  since,
   today,
   topic,
 )
@@ -271,7 +272,7 @@ def _post_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
     where("lines.account", t["account"], "contains"),
     where("lines.account", "2000", "contains"),
     amount_is("total", float(v.value)),
-    where("posted_at", ctx.since(S), "ge"),
+    since(ctx, S, "posted_at"),
   )
 
 
@@ -324,7 +325,7 @@ facets.sink(
     where("reference", str(v.value)),
     where("memo", t["memo"]),
     amount_is("total", t["amount"]),
-    where("posted_at", ctx.since(S), "ge"),
+    since(ctx, S, "posted_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"post a journal entry of {t['amount']:,.2f} dated {t['date']} with the memo "
@@ -373,7 +374,7 @@ facets.sink(
     where("memo", t["memo"]),
     where("date", str(v.value)[:10]),
     amount_is("total", t["amount"]),
-    where("posted_at", ctx.since(S), "ge"),
+    since(ctx, S, "posted_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f'post a {t["amount"]:,.2f} accrual with the memo "{t["memo"]}" on {obj}, debiting '
@@ -460,7 +461,7 @@ facets.revisit(
     where("memo", t["memo"]),
     where("lines.account", t["code"], "contains"),
     amount_is("total", float(v.value)),
-    where("posted_at", ctx.since(S), "ge"),
+    since(ctx, S, "posted_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f'post a journal entry for {obj} dated {t["date"]} with the memo "{t["memo"]}", '

@@ -18,6 +18,7 @@ from envs._facets_common import (
   found_time,
   iso,
   mentions,
+  since,
   time_label,
 )
 from envs._world import world
@@ -296,7 +297,7 @@ def _override_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
     where("start", iso(start), "ge"),
     where("start", iso(start + timedelta(days=days - 1)), "le"),
     where("end", iso(end), "ge"),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   )
 
 
@@ -373,7 +374,7 @@ facets.sink(
     where("schedule_id", t["schedule_id"]),
     where("email", t["email"]),
     where("start", iso(_start(v.value))),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"put {t['name']} ({t['email']}) on call on the {t['schedule']} schedule for four hours "
@@ -417,7 +418,7 @@ facets.sink(
     where("service_id", t["service_id"]),
     where("title", t["title"]),
     mentions("description", v),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f'open a low-urgency "{t["title"]}" incident on {t["service"]} with {obj} as its description'
@@ -449,7 +450,7 @@ facets.sink(
     "incidents",
     where("service_id", t["service_id"]),
     where("title", str(v.value).strip()),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"open a high-urgency incident on {t['service']} with {obj} as its title"

@@ -18,6 +18,7 @@ from envs._facets_common import (
   in_use,
   iso,
   pick_free,
+  since,
   topic,
 )
 from envs._world import world
@@ -237,7 +238,7 @@ def _reimbursed(ctx: AuthorContext, t: dict, v: Value) -> dict:
     where("kind", "reimbursement"),
     where("description", t["for"]),
     {"field": "amount", "cmp": "approx", "value": amount_of(v), "tolerance": 0.01},
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   )
 
 
@@ -304,7 +305,7 @@ facets.sink(
     where("kind", "bonus"),
     where("description", t["for"]),
     where("amount", t["amount"]),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"give {_employee_phrase(obj)} a {home_money(ctx, t['amount']).label} bonus described as "

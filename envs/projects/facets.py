@@ -15,6 +15,7 @@ from envs._facets_common import (
   found_people,
   iso,
   mentions,
+  since,
   topic,
   user_email,
 )
@@ -397,7 +398,7 @@ facets.sink(
     "tasks",
     where("project_id", t["project_id"]),
     where("title", str(v.value).strip()),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: f"add {obj} as a new task on the {t['project']} board",
   text=lambda ctx, t, v: f'The {t["project"]} board has a new task "{v.label}".',
@@ -415,7 +416,7 @@ def _comment_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
     "comments",
     where("task_id", t["id"]),
     mentions("body", v),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   )
 
 
@@ -438,9 +439,7 @@ def _number_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   # A number written in a comment may be formatted ("1,250.50"): compare it numerically.
   number = v.number if v.number is not None else v.value
   amount = {"field": "body", "cmp": "approx", "value": number, "tolerance": 0.01}
-  return exists(
-    S, "comments", where("task_id", t["id"]), amount, where("created_at", ctx.since(S), "ge")
-  )
+  return exists(S, "comments", where("task_id", t["id"]), amount, since(ctx, S, "created_at"))
 
 
 for kind in ("number", "money", "quantity"):

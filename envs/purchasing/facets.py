@@ -20,6 +20,7 @@ from envs._facets_common import (
   money,
   moved_to,
   s0_now,
+  since,
   today,
   topic,
   units,
@@ -269,7 +270,7 @@ def _drafted(ctx: AuthorContext, t: dict, *conds: dict) -> dict:
     "orders",
     where("vendor_id", t["vendor"]["id"]),
     *conds,
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   )
 
 
@@ -476,7 +477,7 @@ facets.revisit(
     where("po_id", t["id"]),
     where("lines.id", t["item"]["id"], "contains"),
     where("lines.quantity", v.value),
-    where("received_at", ctx.since(S), "ge"),
+    since(ctx, S, "received_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"record a delivery of the {t['item']['name']} against {t['reference']}: "

@@ -17,6 +17,7 @@ from envs._facets_common import (
   fresh_number,
   iso,
   s0_now,
+  since,
   today,
 )
 from envs._world import CITIES, world
@@ -282,7 +283,7 @@ facets.sink(
     where("address", _place(v)["address"]),
     where("city", _place(v)["city"]),
     where("carrier", t["carrier"]),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"buy a {t['carrier']} ground label for order {t['ref']}: a {t['weight']} kg "
@@ -326,7 +327,7 @@ facets.sink(
     where("recipient_name", str(v.value).strip()),
     where("address", t["address"]),
     where("carrier", t["carrier"]),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"buy a {t['carrier']} ground label for order {t['ref']}: a {t['weight']} kg "
@@ -406,7 +407,7 @@ def _relabel_check(ctx: AuthorContext, parcel: dict, v: Value) -> dict:
       where("city", place["city"]),
       where("carrier", parcel["carrier"]),
       where("status", "label_created"),
-      where("created_at", ctx.since(S), "ge"),
+      since(ctx, S, "created_at"),
     ),
   )
 

@@ -19,6 +19,7 @@ from envs._facets_common import (
   mentions,
   schedule_time,
   scheduled_for,
+  since,
   time_label,
   topic,
 )
@@ -193,7 +194,7 @@ def _new_post_check(ctx: AuthorContext, profile: dict, value: Value) -> dict:
     where("profile_id", profile["id"]),
     where("status", "draft"),
     mentions("text", value),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   )
 
 

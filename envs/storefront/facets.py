@@ -10,7 +10,16 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
-from envs._facets_common import amount_is, found_one, found_people, iso, money, moved_to, s0_now
+from envs._facets_common import (
+  amount_is,
+  found_one,
+  found_people,
+  iso,
+  money,
+  moved_to,
+  s0_now,
+  since,
+)
 from envs._world import FIRST, LAST, STREETS, world
 from envs.storefront.state import _line, _priced
 
@@ -272,7 +281,7 @@ def _refund_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
     "refunds",
     where("reference", t["ref"]),
     amount_is("amount", v.value),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   )
 
 
@@ -320,7 +329,7 @@ facets.sink(
     "orders",
     where("customer_id", t["customer"]["id"]),
     where("lines.id", v.value, "contains"),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"place an order for {t['qty']} units of {obj} for our customer {t['customer']['name']} "

@@ -18,6 +18,7 @@ from envs._facets_common import (
   mentions,
   moved_to,
   pick_free,
+  since,
   today,
   user_email,
 )
@@ -250,7 +251,7 @@ facets.sink(
     where("policy_id", "vacation"),
     where("start_date", str(v.value)),
     where("end_date", _end_of_week(v)),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"put in a vacation request for {t['who']} covering the five days that start on {obj}"
@@ -294,7 +295,7 @@ facets.sink(
     where("employee_id", str(v.value)),
     where("policy_id", "personal"),
     where("start_date", t["day"]),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"request a personal day for {'that employee' if obj == 'it' else obj} on "
