@@ -91,6 +91,11 @@ def found_money(noun: str, values: list[Value], currency: str, **fields: Any) ->
   return Found("money", noun, values, context={"currency": currency}, **fields)
 
 
+def found_home_money(ctx: AuthorContext, noun: str, amounts: list[float], **fields: Any) -> Found:
+  """A read that hands on ``amounts`` in the company's own currency (the books', the payroll's)."""
+  return found_money(noun, [home_money(ctx, a) for a in amounts], home_currency(ctx), **fields)
+
+
 def found_time(noun: str, when: str, **fields: Any) -> Found:
   """A read that hands on the time ``when`` (ISO 8601), labelled as instructions write it, with
   its date as the context later steps may use."""

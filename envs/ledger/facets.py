@@ -13,10 +13,9 @@ from compoworld.tasks.rubric import exists, where
 from envs._facets_common import (
   amount_is,
   currency_of,
-  found_money,
+  found_home_money,
   found_one,
   fresh_number,
-  home_currency,
   home_money,
   iso,
   since,
@@ -162,10 +161,10 @@ def bill_amounts(ctx: AuthorContext) -> Found:
   hits = ctx.call(S, "list_entries", query=f"{vendor.name} {name}")["items"]
   prefix = f"Bill from {vendor.name} - {name}"
   hits = sorted((e for e in hits if e["memo"].startswith(prefix)), key=lambda e: e["memo"])
-  return found_money(
+  return found_home_money(
+    ctx,
     f"the amounts of the {count} {vendor.name} bills for {name} in the ledger",
-    [home_money(ctx, e["total"]) for e in hits],
-    home_currency(ctx),
+    [e["total"] for e in hits],
   )
 
 
@@ -176,10 +175,8 @@ def account_balance(ctx: AuthorContext) -> Found:
   name = ctx.choice([a.name for a in state.accounts if a.name in WATCHED and _net(ctx, a) > 0])
   account = next(a for a in ctx.call(S, "list_accounts", query=name)["items"] if a["name"] == name)
   balance = ctx.call(S, "get_account_balance", account_code=account["id"])
-  return found_money(
-    f"the current balance of the {name} account in the ledger",
-    [home_money(ctx, balance["balance"])],
-    home_currency(ctx),
+  return found_home_money(
+    ctx, f"the current balance of the {name} account in the ledger", [balance["balance"]]
   )
 
 
@@ -197,10 +194,8 @@ def cash_on_date(ctx: AuthorContext, found: Found) -> Found | None:
     return None
   cash = next(a for a in ctx.call(S, "list_accounts", query="Cash")["items"] if a["name"] == "Cash")
   balance = ctx.call(S, "get_account_balance", account_code=cash["id"], as_of=day)
-  return found_money(
-    "the balance of the Cash account in the ledger as of that date",
-    [home_money(ctx, balance["balance"])],
-    home_currency(ctx),
+  return found_home_money(
+    ctx, "the balance of the Cash account in the ledger as of that date", [balance["balance"]]
   )
 
 
@@ -226,10 +221,8 @@ def booked_under(ctx: AuthorContext, found: Found) -> Found | None:
   hits = [e for e in hits if e["reference"] == ref and not e["reversal_of"]]
   if not hits:
     return None
-  return found_money(
-    "the amount booked in the ledger under that reference",
-    [home_money(ctx, hits[0]["total"])],
-    home_currency(ctx),
+  return found_home_money(
+    ctx, "the amount booked in the ledger under that reference", [hits[0]["total"]]
   )
 
 
@@ -423,10 +416,8 @@ def _project_account(ctx: AuthorContext) -> dict:
 
 def _balance_first(ctx: AuthorContext) -> tuple[Found, dict]:
   t = _project_account(ctx)
-  found = found_money(
-    f"the current balance of the {t['name']} account in the ledger",
-    [home_money(ctx, t["balance"])],
-    home_currency(ctx),
+  found = found_home_money(
+    ctx, f"the current balance of the {t['name']} account in the ledger", [t["balance"]]
   )
   return found, t
 
@@ -437,11 +428,8 @@ def _post_to_project(ctx: AuthorContext, t: dict, v: Value) -> None:
 
 def _balance_second(ctx: AuthorContext, t: dict) -> Found:
   balance = ctx.call(S, "get_account_balance", account_code=t["code"])
-  return found_money(
-    f"the new balance of the {t['name']} account",
-    [home_money(ctx, balance["balance"])],
-    stale=t["balance"],
-    currency=home_currency(ctx),
+  return found_home_money(
+    ctx, f"the new balance of the {t['name']} account", [balance["balance"]], stale=t["balance"]
   )
 
 

@@ -12,8 +12,7 @@ from envs._facets_common import (
   amount_of,
   currency_of,
   found_day,
-  found_money,
-  home_currency,
+  found_home_money,
   home_money,
   in_use,
   iso,
@@ -94,11 +93,7 @@ def _payout(ctx: AuthorContext, v: Value) -> float:
 def annual_salary(ctx: AuthorContext) -> Found:
   comp = _pick(ctx, reserve=False)
   rec = ctx.call(S, "get_compensation", employee_id=comp.id)
-  return found_money(
-    f"the annual salary of {_who(comp)}",
-    [home_money(ctx, rec["annual_salary"])],
-    home_currency(ctx),
-  )
+  return found_home_money(ctx, f"the annual salary of {_who(comp)}", [rec["annual_salary"]])
 
 
 @facets.source(S, "money")
@@ -112,10 +107,8 @@ def last_net_pay(ctx: AuthorContext) -> Found:
   runs = ctx.call(S, "list_pay_runs", status="paid", pay_frequency=rec["pay_frequency"])["items"]
   run = next(r for r in runs if comp.id in _paid_in(ctx, r["id"]))
   slip = ctx.call(S, "list_payslips", employee_id=comp.id, pay_run_id=run["id"])["items"][0]
-  return found_money(
-    f"the net pay on the most recent paid payslip of {_who(comp)}",
-    [home_money(ctx, slip["net"])],
-    home_currency(ctx),
+  return found_home_money(
+    ctx, f"the net pay on the most recent paid payslip of {_who(comp)}", [slip["net"]]
   )
 
 
@@ -153,10 +146,8 @@ def spot_bonuses(ctx: AuthorContext) -> Found:
   listed = _draft_run(ctx, "monthly")
   view = ctx.call(S, "get_pay_run", pay_run_id=listed["id"])
   found = [a for a in view["adjustments"] if a["description"] == description]
-  return found_money(
-    f'the "{description}" bonuses in {_run_name(listed)}',
-    [home_money(ctx, a["amount"]) for a in found],
-    home_currency(ctx),
+  return found_home_money(
+    ctx, f'the "{description}" bonuses in {_run_name(listed)}', [a["amount"] for a in found]
   )
 
 
@@ -179,11 +170,7 @@ def _employee(ctx: AuthorContext, found: Found) -> str:
 @facets.lookup(S, "employee.id", "money")
 def salary_of(ctx: AuthorContext, found: Found) -> Found:
   rec = ctx.call(S, "get_compensation", employee_id=_employee(ctx, found))
-  return found_money(
-    "their annual salary",
-    [home_money(ctx, rec["annual_salary"])],
-    home_currency(ctx),
-  )
+  return found_home_money(ctx, "their annual salary", [rec["annual_salary"]])
 
 
 @facets.lookup(S, "employee.id", "money")
@@ -193,11 +180,7 @@ def draft_net_pay_of(ctx: AuthorContext, found: Found) -> Found:
   slips = ctx.call(S, "list_payslips", employee_id=rec["id"], pay_run_id=run["id"])["items"]
   if not slips:
     raise AuthoringError("not_in_run", rec["id"])
-  return found_money(
-    f"their net pay in {_run_name(run)}",
-    [home_money(ctx, slips[0]["net"])],
-    home_currency(ctx),
-  )
+  return found_home_money(ctx, f"their net pay in {_run_name(run)}", [slips[0]["net"]])
 
 
 # --- sinks ---------------------------------------------------------------------------------
@@ -321,21 +304,14 @@ facets.sink(
 def _net_first(ctx: AuthorContext) -> tuple[Found, dict]:
   t = _payslip_target(ctx)
   slip = ctx.call(S, "list_payslips", employee_id=t["id"], pay_run_id=t["run"])["items"][0]
-  found = found_money(
-    f"the net pay of {t['who']} in {t['run_name']}",
-    [home_money(ctx, slip["net"])],
-    home_currency(ctx),
-  )
+  found = found_home_money(ctx, f"the net pay of {t['who']} in {t['run_name']}", [slip["net"]])
   return found, {**t, "slip": slip["id"], "net": slip["net"]}
 
 
 def _net_second(ctx: AuthorContext, t: dict) -> Found:
   slip = ctx.call(S, "list_payslips", employee_id=t["id"], pay_run_id=t["run"])["items"][0]
-  return found_money(
-    f"the net pay of {t['who']} in {t['run_name']} now",
-    [home_money(ctx, slip["net"])],
-    stale=t["net"],
-    currency=home_currency(ctx),
+  return found_home_money(
+    ctx, f"the net pay of {t['who']} in {t['run_name']} now", [slip["net"]], stale=t["net"]
   )
 
 
