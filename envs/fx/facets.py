@@ -71,9 +71,7 @@ def wallet_balance(ctx: AuthorContext) -> Found:
   code = ctx.choice(CENT_WALLETS)
   wallet = ctx.call(S, "get_wallet", wallet_id=_wallet(ctx, code)["id"])
   return found_money(
-    f"the current balance of our {code} wallet",
-    [money(wallet["balance"], code)],
-    code,
+    f"the current balance of our {code} wallet", [money(wallet["balance"], code)], code
   )
 
 
@@ -145,9 +143,7 @@ def converted(ctx: AuthorContext, found: Found) -> Found | None:
   ]
   what = "that amount" if len(out) == 1 else "those amounts"
   return found_money(
-    f"{what} converted from {frm} to {to} at today's rate",
-    [money(a, to) for a in out],
-    to,
+    f"{what} converted from {frm} to {to} at today's rate", [money(a, to) for a in out], to
   )
 
 
@@ -319,9 +315,7 @@ def _balance_first(ctx: AuthorContext) -> tuple[Found, dict]:
   wallet = ctx.call(S, "get_wallet", wallet_id=_wallet(ctx, code)["id"])
   t = {"wallet": wallet, "code": code, "reference": f"{topic(ctx)} top-up"}
   found = found_money(
-    f"the current balance of our {code} wallet",
-    [money(wallet["balance"], code)],
-    code,
+    f"the current balance of our {code} wallet", [money(wallet["balance"], code)], code
   )
   return found, t
 

@@ -156,9 +156,7 @@ def _invoice_found(ctx: AuthorContext, kinds: tuple[str, ...]) -> tuple[str, Any
 def amount_due(ctx: AuthorContext) -> Found:
   memo, cust, inv = _invoice_found(ctx, ("open", "partial", "overdue"))
   return found_money(
-    f'the amount still due on the "{memo}" invoice to {cust.name}',
-    [_due(inv)],
-    inv["currency"],
+    f'the amount still due on the "{memo}" invoice to {cust.name}', [_due(inv)], inv["currency"]
   )
 
 
@@ -255,9 +253,7 @@ def open_balance_of(ctx: AuthorContext, found: Found) -> Found | None:
   balance = ctx.call(S, "customer_balance", customer_id=hit["id"])
   owed, currency = balance["balance"], balance["currency"]
   return found_money(
-    "how much that customer still owes us on open invoices",
-    [money(owed, currency)],
-    currency,
+    "how much that customer still owes us on open invoices", [money(owed, currency)], currency
   )
 
 
@@ -290,9 +286,7 @@ def invoice_total(ctx: AuthorContext, found: Found) -> Found | None:
     _scenario_invoice(ctx, cust, memo, kind, reference=ref, exact=total)
   inv = ctx.call(S, "get_invoice", invoice_id=ref)
   return found_money(
-    "the total billed on that invoice",
-    [money(inv["total"], inv["currency"])],
-    inv["currency"],
+    "the total billed on that invoice", [money(inv["total"], inv["currency"])], inv["currency"]
   )
 
 
