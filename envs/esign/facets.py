@@ -346,16 +346,12 @@ def _to_void(ctx: AuthorContext) -> dict:
   return _find(ctx, title, status="sent")
 
 
-def _void(ctx: AuthorContext, env: dict, v: Value) -> None:
-  ctx.call(S, "void_envelope", envelope_id=env["id"], reason=str(v.value))
-
-
 facets.sink(
   S,
   "text",
   "void_with_reason",
   prepare=_to_void,
-  act=_void,
+  act=lambda ctx, e, v: ctx.call(S, "void_envelope", envelope_id=e["id"], reason=str(v.value)),
   check=lambda ctx, e, v: moved_to(S, "envelopes", e["id"], "voided", mentions("void_reason", v)),
   phrase=lambda ctx, e, obj: f'void the "{e["title"]}" envelope, giving {obj} as the reason',
   text=lambda ctx, e, v: f'"{e["title"]}" is voided with the reason "{v.label}".',

@@ -344,16 +344,12 @@ def _fulfil_target(ctx: AuthorContext) -> dict:
   return {"id": order["id"], "ref": order["reference"]}
 
 
-def _fulfil(ctx: AuthorContext, t: dict, v: Value) -> None:
-  ctx.call(S, "fulfill_order", order=t["ref"], tracking_number=v.value)
-
-
 facets.sink(
   S,
   "tracking.number",
   "fulfil_with_tracking",
   prepare=_fulfil_target,
-  act=_fulfil,
+  act=lambda ctx, t, v: ctx.call(S, "fulfill_order", order=t["ref"], tracking_number=v.value),
   check=lambda ctx, t, v: moved_to(
     S, "orders", t["id"], "fulfilled", where("tracking_number", str(v.value).strip())
   ),

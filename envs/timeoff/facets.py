@@ -310,16 +310,12 @@ def _deny_target(ctx: AuthorContext) -> dict:
   return {"id": req["id"], "who": _who(emp), "start": req["start_date"], "end": req["end_date"]}
 
 
-def _deny(ctx: AuthorContext, t: dict, v: Value) -> None:
-  ctx.call(S, "deny_request", request_id=t["id"], note=str(v.value))
-
-
 facets.sink(
   S,
   "text",
   "deny_with_reason",
   prepare=_deny_target,
-  act=_deny,
+  act=lambda ctx, t, v: ctx.call(S, "deny_request", request_id=t["id"], note=str(v.value)),
   check=lambda ctx, t, v: moved_to(S, "requests", t["id"], "denied", mentions("decision_note", v)),
   phrase=lambda ctx, t, obj: (
     f"deny the vacation request {t['who']} made for {day_label(t['start'])} to "
@@ -345,10 +341,6 @@ def _vacation_first(ctx: AuthorContext) -> tuple[Found, dict]:
   }
 
 
-def _approve(ctx: AuthorContext, t: dict, v: Value) -> None:
-  ctx.call(S, "approve_request", request_id=t["id"], note=str(v.value))
-
-
 def _balance_second(ctx: AuthorContext, t: dict) -> Found:
   days = ctx.call(S, "get_balance", employee_id=t["employee"], policy_id="vacation")[0]["available"]
   return Found(
@@ -368,7 +360,7 @@ facets.revisit(
   first=_vacation_first,
   second=_balance_second,
   change="approve_with_note",
-  act=_approve,
+  act=lambda ctx, t, v: ctx.call(S, "approve_request", request_id=t["id"], note=str(v.value)),
   check=lambda ctx, t, v: moved_to(
     S, "requests", t["id"], "approved", mentions("decision_note", v)
   ),
