@@ -254,26 +254,24 @@ def _log_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   )
 
 
-for _name, _aggregates, _what in (
-  ("log_expense", False, "add {obj} as a {cat} expense"),
-  ("log_total_expense", True, "add a single {cat} expense of {obj}"),
-):
-  facets.sink(
-    S,
-    "money",
-    _name,
-    prepare=_my_draft,
-    act=_log,
-    check=_log_check,
-    phrase=lambda ctx, t, obj, what=_what: (
-      f"{what.format(obj=obj, cat=t['category'])} from {t['merchant']} dated {t['date']} to "
-      f'my draft "{t["title"]}" expense report'
-    ),
-    text=lambda ctx, t, v: (
-      f'"{t["title"]}" has a {v.label} {t["category"]} expense from {t["merchant"]}.'
-    ),
-    aggregates=_aggregates,
-  )
+def _log_phrase(t: dict, what: str) -> str:
+  return f'{what} from {t["merchant"]} dated {t["date"]} to my draft "{t["title"]}" expense report'
+
+
+facets.sink(
+  S,
+  "money",
+  "log_expense",
+  total="log_total_expense",
+  prepare=_my_draft,
+  act=_log,
+  check=_log_check,
+  phrase=lambda ctx, t, obj: _log_phrase(t, f"add {obj} as a {t['category']} expense"),
+  total_phrase=lambda ctx, t, obj: _log_phrase(t, f"add a single {t['category']} expense of {obj}"),
+  text=lambda ctx, t, v: (
+    f'"{t["title"]}" has a {v.label} {t["category"]} expense from {t["merchant"]}.'
+  ),
+)
 
 
 def _open_report(ctx: AuthorContext, t: dict, v: Value) -> None:

@@ -201,24 +201,22 @@ def _deposit_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   )
 
 
-for _name, _aggregates, _what in (
-  ("deposit_amount", False, "deposit {obj}"),
-  ("deposit_total", True, "make one deposit of {obj}"),
-):
-  facets.sink(
-    S,
-    "money",
-    _name,
-    prepare=lambda ctx: {"reference": f"{topic(ctx)} receipts"},
-    act=_deposit,
-    check=_deposit_check,
-    phrase=lambda ctx, t, obj, what=_what: (
-      f"{what.format(obj=obj)} into our {t['wallet']['currency']} wallet with the reference "
-      f'"{t["reference"]}"'
-    ),
-    text=_deposit_text,
-    aggregates=_aggregates,
-  )
+def _deposit_phrase(t: dict, what: str) -> str:
+  return f'{what} into our {t["wallet"]["currency"]} wallet with the reference "{t["reference"]}"'
+
+
+facets.sink(
+  S,
+  "money",
+  "deposit_amount",
+  total="deposit_total",
+  prepare=lambda ctx: {"reference": f"{topic(ctx)} receipts"},
+  act=_deposit,
+  check=_deposit_check,
+  phrase=lambda ctx, t, obj: _deposit_phrase(t, f"deposit {obj}"),
+  total_phrase=lambda ctx, t, obj: _deposit_phrase(t, f"make one deposit of {obj}"),
+  text=_deposit_text,
+)
 
 
 def _transfer(ctx: AuthorContext, t: dict, v: Value) -> None:

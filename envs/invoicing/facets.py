@@ -425,23 +425,22 @@ def _payment_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   )
 
 
-for _name, _aggregates, _what in (
-  ("record_payment", False, "a wire payment of {obj}"),
-  ("record_total_payment", True, "one wire payment for {obj}"),
-):
-  facets.sink(
-    S,
-    "money",
-    _name,
-    prepare=_open_target,
-    act=_pay,
-    check=_payment_check,
-    phrase=lambda ctx, t, obj, what=_what: (
-      f'record {what.format(obj=obj)} against the "{t["memo"]}" invoice to {t["customer"]}'
-    ),
-    text=lambda ctx, t, v: f'A {v.label} payment is recorded on the "{t["memo"]}" invoice.',
-    aggregates=_aggregates,
-  )
+def _payment_phrase(t: dict, what: str) -> str:
+  return f'record {what} against the "{t["memo"]}" invoice to {t["customer"]}'
+
+
+facets.sink(
+  S,
+  "money",
+  "record_payment",
+  total="record_total_payment",
+  prepare=_open_target,
+  act=_pay,
+  check=_payment_check,
+  phrase=lambda ctx, t, obj: _payment_phrase(t, f"a wire payment of {obj}"),
+  total_phrase=lambda ctx, t, obj: _payment_phrase(t, f"one wire payment for {obj}"),
+  text=lambda ctx, t, v: f'A {v.label} payment is recorded on the "{t["memo"]}" invoice.',
+)
 
 
 def _credit(ctx: AuthorContext, t: dict, v: Value) -> None:

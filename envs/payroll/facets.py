@@ -225,32 +225,21 @@ def _reimbursed(ctx: AuthorContext, t: dict, v: Value) -> dict:
   )
 
 
+def _reimburse_phrase(t: dict, what: str) -> str:
+  return f'add {what} for "{t["for"]}" to the pay of {t["who"]} in {t["run_name"]}'
+
+
 facets.sink(
   S,
   "money",
   "reimburse",
+  total="reimburse_total",
   prepare=_payslip_target,
   act=_reimburse,
   check=_reimbursed,
-  phrase=lambda ctx, t, obj: (
-    f'add a reimbursement of {obj} for "{t["for"]}" to the pay of {t["who"]} in {t["run_name"]}'
-  ),
+  phrase=lambda ctx, t, obj: _reimburse_phrase(t, f"a reimbursement of {obj}"),
+  total_phrase=lambda ctx, t, obj: _reimburse_phrase(t, f"one reimbursement of {obj}"),
   text=lambda ctx, t, v: f"{t['who']} is reimbursed {v.label} in {t['run_name']}.",
-)
-
-
-facets.sink(
-  S,
-  "money",
-  "reimburse_total",
-  prepare=_payslip_target,
-  act=_reimburse,
-  check=_reimbursed,
-  phrase=lambda ctx, t, obj: (
-    f'add one reimbursement of {obj} for "{t["for"]}" to the pay of {t["who"]} in {t["run_name"]}'
-  ),
-  text=lambda ctx, t, v: f"{t['who']} is reimbursed {v.label} in {t['run_name']}.",
-  aggregates=True,
 )
 
 
