@@ -269,27 +269,29 @@ def _new_campaign(ctx: AuthorContext) -> dict:
   }
 
 
+def _draft(ctx: AuthorContext, t: dict, subject: str, body: str) -> None:
+  """Drafts the campaign ``t`` names to its list."""
+  ctx.call(
+    S, "create_campaign", name=t["name"], subject=subject, audience_id=t["audience_id"], body=body
+  )
+
+
+def _drafted(t: dict, condition: dict) -> dict:
+  """A rubric condition: the campaign ``t`` names is drafted to its list and meets
+  ``condition``."""
+  return exists(
+    S, "campaigns", where("name", t["name"]), where("audience_id", t["audience_id"]), condition
+  )
+
+
 for kind in ("text", "url"):
   facets.sink(
     S,
     kind,
     f"campaign_with_{kind}",
     prepare=_new_campaign,
-    act=lambda ctx, t, v: ctx.call(
-      S,
-      "create_campaign",
-      name=t["name"],
-      subject=t["subject"],
-      audience_id=t["audience_id"],
-      body=f"Hello! {v.value}",
-    ),
-    check=lambda ctx, t, v: exists(
-      S,
-      "campaigns",
-      where("name", t["name"]),
-      where("audience_id", t["audience_id"]),
-      mentions("body", v),
-    ),
+    act=lambda ctx, t, v: _draft(ctx, t, t["subject"], f"Hello! {v.value}"),
+    check=lambda ctx, t, v: _drafted(t, mentions("body", v)),
     phrase=lambda ctx, t, obj: (
       f'draft an email campaign "{t["name"]}" to our Newsletter list, subject '
       f'"{t["subject"]}", with {obj} in the body'
@@ -310,21 +312,8 @@ facets.sink(
   "title",
   "campaign_subject_line",
   prepare=_subject_target,
-  act=lambda ctx, t, v: ctx.call(
-    S,
-    "create_campaign",
-    name=t["name"],
-    subject=str(v.value),
-    audience_id=t["audience_id"],
-    body=f"{v.value}: read on for the details.",
-  ),
-  check=lambda ctx, t, v: exists(
-    S,
-    "campaigns",
-    where("name", t["name"]),
-    where("audience_id", t["audience_id"]),
-    where("subject", str(v.value)),
-  ),
+  act=lambda ctx, t, v: _draft(ctx, t, str(v.value), f"{v.value}: read on for the details."),
+  check=lambda ctx, t, v: _drafted(t, where("subject", str(v.value))),
   phrase=lambda ctx, t, obj: (
     f'draft an email campaign "{t["name"]}" to our Newsletter list with {obj} as its subject line'
   ),

@@ -233,6 +233,11 @@ def _log(ctx: AuthorContext, t: dict, v: Value) -> None:
     raise AuthoringError("currency_mismatch", code)
   if not 0.01 <= amount <= 100000 or round(amount, 2) != amount:
     raise AuthoringError("expense_amount_out_of_range", str(v.value))
+  _add_item(ctx, t, amount)
+
+
+def _add_item(ctx: AuthorContext, t: dict, amount: float, **receipt: Any) -> None:
+  """Adds the expense ``t`` describes, of ``amount``, to its report."""
   ctx.call(
     S,
     "add_expense_item",
@@ -241,6 +246,7 @@ def _log(ctx: AuthorContext, t: dict, v: Value) -> None:
     merchant=t["merchant"],
     category=t["category"],
     amount=amount,
+    **receipt,
   )
 
 
@@ -336,16 +342,7 @@ def _receipt_target(ctx: AuthorContext) -> dict:
 def _attach(ctx: AuthorContext, t: dict, v: Value) -> None:
   if not str(v.value).startswith(("https://", "http://")):
     raise AuthoringError("receipt_not_a_web_link", str(v.value))
-  ctx.call(
-    S,
-    "add_expense_item",
-    report_id=t["report"]["id"],
-    date=t["date"],
-    merchant=t["merchant"],
-    category=t["category"],
-    amount=t["amount"],
-    receipt_url=v.value,
-  )
+  _add_item(ctx, t, t["amount"], receipt_url=v.value)
 
 
 facets.sink(
