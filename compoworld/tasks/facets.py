@@ -191,12 +191,12 @@ class FacetRegistry:
     With ``total``, also registers its twin of that name, which writes one total of several
     values (``aggregates``) where the write itself takes one value; ``total_phrase`` words the
     twin's instruction where a total reads differently ("add one expense of {obj}")."""
+    if total_phrase is not None and total is None:
+      raise ValueError(f"{name}: total_phrase words the twin that total= names")
     sink = self.add_sink(Sink(service, kind, name, **fields))
     if total is not None:
       twin = {**fields, "single": False, "phrase": total_phrase or fields["phrase"]}
       self.add_sink(Sink(service, kind, total, **twin, aggregates=True))
-    elif total_phrase is not None:
-      raise ValueError(f"{name}: total_phrase words the twin that total= names")
     return sink
 
   def revisit(
