@@ -213,22 +213,6 @@ def future_time(ctx: AuthorContext, service: str, value: Value, reason: str) -> 
   return when
 
 
-def mentions(field: str, value: Value) -> dict[str, Any]:
-  """A ``where`` condition: ``field`` contains the text ``value`` stands for (any case)."""
-  return where(field, str(value.value), "icontains")
-
-
-def moved_to(
-  service: str, collection: str, record_id: str, status: str, also: dict[str, Any], key="status"
-) -> dict:
-  """A rubric condition: the record's ``key`` (its status) is now ``status``, and it meets the
-  ``where`` condition ``also`` (what the decision recorded: a reason, an approver, a time)."""
-  return all_of(
-    record_is(service, collection, record_id, key, status),
-    record_is(service, collection, record_id, also["field"], also["value"], also["cmp"]),
-  )
-
-
 def schedule_time(ctx: AuthorContext, service: str, value: Value, current: Any, reason: str) -> str:
   """The time (ISO 8601, to the second) a handed-on value names, for something set to go out
   at ``current``: refused as ``time_not_schedulable`` unless it is ahead, and as ``reason``
@@ -239,7 +223,33 @@ def schedule_time(ctx: AuthorContext, service: str, value: Value, current: Any, 
   return when
 
 
-def scheduled_for(service: str, collection: str, record_id: str, field: str, value: Value) -> dict:
+# --- rubric conditions -------------------------------------------------------------------------
+
+
+def mentions(field: str, value: Value) -> dict[str, Any]:
+  """A ``where`` condition: ``field`` contains the text ``value`` stands for (any case)."""
+  return where(field, str(value.value), "icontains")
+
+
+def moved_to(
+  service: str,
+  collection: str,
+  record_id: str,
+  status: str,
+  also: dict[str, Any],
+  key: str = "status",
+) -> dict[str, Any]:
+  """A rubric condition: the record's ``key`` (its status) is now ``status``, and it meets the
+  ``where`` condition ``also`` (what the decision recorded: a reason, an approver, a time)."""
+  return all_of(
+    record_is(service, collection, record_id, key, status),
+    record_is(service, collection, record_id, also["field"], also["value"], also["cmp"]),
+  )
+
+
+def scheduled_for(
+  service: str, collection: str, record_id: str, field: str, value: Value
+) -> dict[str, Any]:
   """A rubric condition: the record is scheduled, its ``field`` at the time ``value`` names."""
   when = iso(datetime.fromisoformat(str(value.value)))
   return moved_to(service, collection, record_id, "scheduled", where(field, when))
