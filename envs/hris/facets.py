@@ -63,8 +63,18 @@ def _by_email(ctx: AuthorContext, email: object) -> Employee | None:
   return next((e for e in ctx.state(S).employees if e.email == address), None)
 
 
-def _since(ctx: AuthorContext) -> dict:
-  return since(ctx, S, "recorded_at")
+def _history(ctx: AuthorContext, t: dict, v: Value, kind: str, *also: dict) -> dict:
+  """A rubric condition: ``t``'s job history has a ``kind`` entry, effective the date ``v``
+  names, that the agent recorded and that meets ``also``."""
+  return exists(
+    S,
+    "job_history",
+    where("employee_id", t["id"]),
+    where("kind", kind),
+    *also,
+    where("effective_date", str(v.value)),
+    since(ctx, S, "recorded_at"),
+  )
 
 
 # --- sources -------------------------------------------------------------------------------
@@ -269,15 +279,7 @@ facets.sink(
   "record_role_change",
   prepare=_role_change_target,
   act=_change_role,
-  check=lambda ctx, t, v: exists(
-    S,
-    "job_history",
-    where("employee_id", t["id"]),
-    where("kind", "job_change"),
-    where("title", t["title"]),
-    where("effective_date", str(v.value)),
-    _since(ctx),
-  ),
+  check=lambda ctx, t, v: _history(ctx, t, v, "job_change", where("title", t["title"])),
   phrase=lambda ctx, t, obj: (
     f"record {t['name']}'s move to the {t['title']} role in the HR directory, effective {obj}"
   ),
@@ -310,14 +312,7 @@ facets.sink(
   "process_resignation",
   prepare=_resignation_target,
   act=_terminate,
-  check=lambda ctx, t, v: exists(
-    S,
-    "job_history",
-    where("employee_id", t["id"]),
-    where("kind", "termination"),
-    where("effective_date", str(v.value)),
-    _since(ctx),
-  ),
+  check=lambda ctx, t, v: _history(ctx, t, v, "termination"),
   phrase=lambda ctx, t, obj: (
     f"process {t['name']}'s resignation in the HR directory with {obj} as their last working day"
   ),
@@ -374,15 +369,7 @@ facets.revisit(
   act=_transfer,
   check=lambda ctx, t, v: all_of(
     record_is(S, "employees", t["id"], "department", t["to"]),
-    exists(
-      S,
-      "job_history",
-      where("employee_id", t["id"]),
-      where("kind", "transfer"),
-      where("department", t["to"]),
-      where("effective_date", str(v.value)),
-      _since(ctx),
-    ),
+    _history(ctx, t, v, "transfer", where("department", t["to"])),
   ),
   phrase=lambda ctx, t, obj: (
     f"record {t['name']}'s transfer to the {t['to']} department, effective {obj}, "
