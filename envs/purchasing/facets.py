@@ -274,6 +274,10 @@ def _drafted(ctx: AuthorContext, t: dict, *conds: dict) -> dict:
   )
 
 
+def _order_phrase(t: dict, what: str) -> str:
+  return f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of {what}"
+
+
 def _draft_for_sku(ctx: AuthorContext, t: dict, v: Value) -> None:
   _purchasable(ctx, v.value)
   _draft(ctx, t, sku=v.value)
@@ -288,10 +292,7 @@ facets.sink(
   check=lambda ctx, t, v: _drafted(
     ctx, t, where("lines.id", v.value, "contains"), where("expected_date", t["due"])
   ),
-  phrase=lambda ctx, t, obj: (
-    f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of {obj}, "
-    f"expected on {t['due']}"
-  ),
+  phrase=lambda ctx, t, obj: _order_phrase(t, f"{obj}, expected on {t['due']}"),
   text=lambda ctx, t, v: (
     f"A purchase order to {t['vendor']['name']} for {v.label}, due {t['due']}, exists."
   ),
@@ -313,9 +314,8 @@ facets.sink(
   check=lambda ctx, t, v: _drafted(
     ctx, t, where("lines.id", t["item"]["id"], "contains"), where("expected_date", v.value)
   ),
-  phrase=lambda ctx, t, obj: (
-    f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of the "
-    f"{t['item']['name']} ({t['item']['id']}) to arrive on {obj}"
+  phrase=lambda ctx, t, obj: _order_phrase(
+    t, f"the {t['item']['name']} ({t['item']['id']}) to arrive on {obj}"
   ),
   text=lambda ctx, t, v: (
     f"A purchase order to {t['vendor']['name']} for {t['item']['id']} is due {v.label}."
@@ -334,15 +334,12 @@ facets.sink(
   prepare=_draft_target,
   act=_draft_with_contact,
   check=lambda ctx, t, v: _drafted(
-    ctx,
-    t,
-    where("lines.id", t["item"]["id"], "contains"),
-    mentions("notes", v),
+    ctx, t, where("lines.id", t["item"]["id"], "contains"), mentions("notes", v)
   ),
-  phrase=lambda ctx, t, obj: (
-    f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of the "
-    f"{t['item']['name']} ({t['item']['id']}), expected on {t['due']}, with a note asking "
-    f"the vendor to send the delivery confirmation to {obj}"
+  phrase=lambda ctx, t, obj: _order_phrase(
+    t,
+    f"the {t['item']['name']} ({t['item']['id']}), expected on {t['due']}, with a note asking "
+    f"the vendor to send the delivery confirmation to {obj}",
   ),
   text=lambda ctx, t, v: (
     f"A purchase order to {t['vendor']['name']} for {t['item']['id']} names {v.label} for "
