@@ -290,17 +290,33 @@ def _screen_target(ctx: AuthorContext) -> dict:
   return {**c, "app": app["id"], "hm": c["job"]["hiring_manager"], "hm_label": _hm(ctx, c)}
 
 
-def _schedule_screen(ctx: AuthorContext, t: dict, v: Value) -> None:
-  future_time(ctx, S, v, "datetime_not_ahead")  # the service takes it as it was handed on
+def _interview(ctx: AuthorContext, t: dict, at: str, who: str, title: str, minutes: int) -> None:
+  """Schedules an interview of ``t``'s application: ``title``, ``minutes`` long, with ``who``."""
   ctx.call(
     S,
     "schedule_interview",
     application_id=t["app"],
-    scheduled_at=str(v.value),
-    interviewers=[t["hm"]],
-    title="Phone screen",
-    duration_minutes=30,
+    scheduled_at=at,
+    interviewers=[who],
+    title=title,
+    duration_minutes=minutes,
   )
+
+
+def _interview_booked(t: dict, *conds: dict) -> dict:
+  """A rubric condition: an interview of ``t``'s application meeting ``conds`` is scheduled."""
+  return exists(
+    S, "interviews", where("application_id", t["app"]), *conds, where("status", "scheduled")
+  )
+
+
+def _candidate_phrase(t: dict) -> str:
+  return f"{t['name']}, our candidate for the {t['title']} role"
+
+
+def _schedule_screen(ctx: AuthorContext, t: dict, v: Value) -> None:
+  future_time(ctx, S, v, "datetime_not_ahead")  # the service takes it as it was handed on
+  _interview(ctx, t, str(v.value), t["hm"], "Phone screen", 30)
 
 
 facets.sink(
@@ -309,17 +325,12 @@ facets.sink(
   "schedule_phone_screen",
   prepare=_screen_target,
   act=_schedule_screen,
-  check=lambda ctx, t, v: exists(
-    S,
-    "interviews",
-    where("application_id", t["app"]),
-    where("title", "Phone screen"),
-    where("scheduled_at", str(v.value)[:16], "startswith"),
-    where("status", "scheduled"),
+  check=lambda ctx, t, v: _interview_booked(
+    t, where("title", "Phone screen"), where("scheduled_at", str(v.value)[:16], "startswith")
   ),
   phrase=lambda ctx, t, obj: (
-    f"schedule a 30-minute phone screen with {t['name']}, our candidate for the "
-    f"{t['title']} role, at {obj}, with {t['hm_label']} as the interviewer"
+    f"schedule a 30-minute phone screen with {_candidate_phrase(t)}, at {obj}, with "
+    f"{t['hm_label']} as the interviewer"
   ),
   text=lambda ctx, t, v: f"{t['name']} has a phone screen at {v.label}.",
 )
@@ -332,16 +343,7 @@ def _panel_target(ctx: AuthorContext) -> dict:
 
 
 def _add_interviewer(ctx: AuthorContext, t: dict, v: Value) -> None:
-  email = colleague_email(ctx, v)
-  ctx.call(
-    S,
-    "schedule_interview",
-    application_id=t["app"],
-    scheduled_at=t["at"],
-    interviewers=[email],
-    title="Team interview",
-    duration_minutes=60,
-  )
+  _interview(ctx, t, t["at"], colleague_email(ctx, v), "Team interview", 60)
 
 
 facets.sink(
@@ -350,17 +352,12 @@ facets.sink(
   "schedule_team_interview",
   prepare=_panel_target,
   act=_add_interviewer,
-  check=lambda ctx, t, v: exists(
-    S,
-    "interviews",
-    where("application_id", t["app"]),
-    where("interviewers", str(v.value).lower(), "icontains"),
-    where("scheduled_at", t["at"]),
-    where("status", "scheduled"),
+  check=lambda ctx, t, v: _interview_booked(
+    t, where("interviewers", str(v.value).lower(), "icontains"), where("scheduled_at", t["at"])
   ),
   phrase=lambda ctx, t, obj: (
-    f"schedule a one-hour team interview for {t['name']}, our candidate for the "
-    f"{t['title']} role, at {time_label(t['at'])} with {obj} as the interviewer"
+    f"schedule a one-hour team interview for {_candidate_phrase(t)}, at "
+    f"{time_label(t['at'])} with {obj} as the interviewer"
   ),
   text=lambda ctx, t, v: f"{v.label} interviews {t['name']} at {t['at']}.",
 )
