@@ -240,6 +240,11 @@ def _entry_target(ctx: AuthorContext) -> dict:
   }
 
 
+def _posted(ctx: AuthorContext, *conds: dict) -> dict:
+  """A rubric condition: the agent posted a journal entry that meets ``conds``."""
+  return exists(S, "entries", *conds, since(ctx, S, "posted_at"))
+
+
 def _book(ctx: AuthorContext, t: dict, v: Value, debit: str, credit: str) -> None:
   """Posts the amount ``v`` names on ``t``'s date under its memo: ``debit`` debited, ``credit``
   credited."""
@@ -258,14 +263,12 @@ def _post(ctx: AuthorContext, t: dict, v: Value) -> None:
 
 
 def _post_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
-  return exists(
-    S,
-    "entries",
+  return _posted(
+    ctx,
     where("memo", t["memo"]),
     where("lines.account", t["account"], "contains"),
     where("lines.account", "2000", "contains"),
     amount_is("total", float(v.value)),
-    since(ctx, S, "posted_at"),
   )
 
 
@@ -312,13 +315,8 @@ facets.sink(
   "book_bill_under",
   prepare=_bill_target,
   act=_post_bill,
-  check=lambda ctx, t, v: exists(
-    S,
-    "entries",
-    where("reference", str(v.value)),
-    where("memo", t["memo"]),
-    amount_is("total", t["amount"]),
-    since(ctx, S, "posted_at"),
+  check=lambda ctx, t, v: _posted(
+    ctx, where("reference", str(v.value)), where("memo", t["memo"]), amount_is("total", t["amount"])
   ),
   phrase=lambda ctx, t, obj: (
     f"post a journal entry of {t['amount']:,.2f} dated {t['date']} with the memo "
@@ -361,13 +359,8 @@ facets.sink(
   "accrue_on",
   prepare=_accrual_target,
   act=_accrue,
-  check=lambda ctx, t, v: exists(
-    S,
-    "entries",
-    where("memo", t["memo"]),
-    where("date", str(v.value)[:10]),
-    amount_is("total", t["amount"]),
-    since(ctx, S, "posted_at"),
+  check=lambda ctx, t, v: _posted(
+    ctx, where("memo", t["memo"]), where("date", str(v.value)[:10]), amount_is("total", t["amount"])
   ),
   phrase=lambda ctx, t, obj: (
     f'post a {t["amount"]:,.2f} accrual with the memo "{t["memo"]}" on {obj}, debiting '
@@ -443,13 +436,11 @@ facets.revisit(
   second=_balance_second,
   change="post_to_project_account",
   act=_post_to_project,
-  check=lambda ctx, t, v: exists(
-    S,
-    "entries",
+  check=lambda ctx, t, v: _posted(
+    ctx,
     where("memo", t["memo"]),
     where("lines.account", t["code"], "contains"),
     amount_is("total", float(v.value)),
-    since(ctx, S, "posted_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f'post a journal entry for {obj} dated {t["date"]} with the memo "{t["memo"]}", '
