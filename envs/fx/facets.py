@@ -189,15 +189,18 @@ def _deposit_text(ctx: AuthorContext, t: dict, v: Value) -> str:
   return f'{v.label} is deposited in the {code} wallet ("{t["reference"]}").'
 
 
+def _recorded(ctx: AuthorContext, kind: str, *conds: dict) -> dict:
+  """A rubric condition: the agent recorded a ``kind`` of money movement that meets ``conds``."""
+  return exists(S, "transfers", where("kind", kind), *conds, since(ctx, S, "at"))
+
+
 def _deposit_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
-  return exists(
-    S,
-    "transfers",
-    where("kind", "deposit"),
+  return _recorded(
+    ctx,
+    "deposit",
     *_known(t, "wallet", "to_wallet_id"),
     where("reference", t["reference"]),
     amount_is("amount", float(v.value)),
-    since(ctx, S, "at"),
   )
 
 
@@ -245,15 +248,13 @@ facets.sink(
   "fund_wallet",
   prepare=lambda ctx: {"reference": f"{topic(ctx)} funding"},
   act=_transfer,
-  check=lambda ctx, t, v: exists(
-    S,
-    "transfers",
-    where("kind", "transfer"),
+  check=lambda ctx, t, v: _recorded(
+    ctx,
+    "transfer",
     *_known(t, "source", "from_wallet_id"),
     *_known(t, "target", "to_wallet_id"),
     where("reference", t["reference"]),
     amount_is("amount", float(v.value)),
-    since(ctx, S, "at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"move {obj} from our {t['source']['currency']} wallet to our "
@@ -287,14 +288,12 @@ facets.sink(
   "deposit_under_reference",
   prepare=_receipt_target,
   act=_deposit_under,
-  check=lambda ctx, t, v: exists(
-    S,
-    "transfers",
-    where("kind", "deposit"),
+  check=lambda ctx, t, v: _recorded(
+    ctx,
+    "deposit",
     where("to_wallet_id", t["wallet"]["id"]),
     where("reference", str(v.value)),
     amount_is("amount", t["amount"]),
-    since(ctx, S, "at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"record the {t['amount']:,.2f} {t['code']} payment from {t['customer']} as a deposit "
