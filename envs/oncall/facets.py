@@ -284,20 +284,24 @@ def _override(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
+def _created(ctx: AuthorContext, collection: str, *conds: dict) -> dict:
+  """A rubric condition: the agent made a record in ``collection`` that meets ``conds``."""
+  return exists(S, collection, *conds, since(ctx, S, "created_at"))
+
+
 def _override_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   """One cover shift for the person in the window (of consecutive days, one per person: any
   order will do)."""
   days = max(1, len(t.get("people", ())))
   start, end = t["window"]
-  return exists(
-    S,
+  return _created(
+    ctx,
     "overrides",
     where("schedule_id", t["schedule_id"]),
     where("email", str(v.value).lower()),
     where("start", iso(start), "ge"),
     where("start", iso(start + timedelta(days=days - 1)), "le"),
     where("end", iso(end), "ge"),
-    since(ctx, S, "created_at"),
   )
 
 
@@ -368,13 +372,12 @@ facets.sink(
   "cover_from_time",
   prepare=_cover_target,
   act=_cover_from,
-  check=lambda ctx, t, v: exists(
-    S,
+  check=lambda ctx, t, v: _created(
+    ctx,
     "overrides",
     where("schedule_id", t["schedule_id"]),
     where("email", t["email"]),
     where("start", iso(_start(v.value))),
-    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"put {t['name']} ({t['email']}) on call on the {t['schedule']} schedule for four hours "
@@ -412,13 +415,12 @@ facets.sink(
   "open_incident_with_details",
   prepare=_incident_target,
   act=_open_described,
-  check=lambda ctx, t, v: exists(
-    S,
+  check=lambda ctx, t, v: _created(
+    ctx,
     "incidents",
     where("service_id", t["service_id"]),
     where("title", t["title"]),
     mentions("description", v),
-    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f'open a low-urgency "{t["title"]}" incident on {t["service"]} with {obj} as its description'
@@ -445,12 +447,8 @@ facets.sink(
   "open_incident_titled",
   prepare=_incident_target,
   act=_open_titled,
-  check=lambda ctx, t, v: exists(
-    S,
-    "incidents",
-    where("service_id", t["service_id"]),
-    where("title", str(v.value).strip()),
-    since(ctx, S, "created_at"),
+  check=lambda ctx, t, v: _created(
+    ctx, "incidents", where("service_id", t["service_id"]), where("title", str(v.value).strip())
   ),
   phrase=lambda ctx, t, obj: (
     f"open a high-urgency incident on {t['service']} with {obj} as its title"
