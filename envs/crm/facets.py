@@ -276,6 +276,16 @@ facets.sink(
 )
 
 
+def _log(ctx: AuthorContext, t: dict, kind: str, **what: str) -> None:
+  """Logs a ``kind`` activity with ``t``'s subject on its deal."""
+  ctx.call(S, "log_activity", kind=kind, subject=t["subject"], deal_id=t["id"], **what)
+
+
+def _logged(t: dict, kind: str, *conds: dict) -> dict:
+  """A rubric condition: ``t``'s deal has a ``kind`` activity that meets ``conds``."""
+  return exists(S, "activities", where("deal_id", t["id"]), where("kind", kind), *conds)
+
+
 def _task_target(ctx: AuthorContext) -> dict:
   deal = _my_deal(ctx)
   return {**deal, "subject": f"Follow up on {deal['name'].split(' - ', 1)[1]}"}
@@ -286,19 +296,10 @@ facets.sink(
   "datetime",
   "plan_follow_up",
   prepare=_task_target,
-  act=lambda ctx, t, v: ctx.call(
-    S,
-    "log_activity",
-    kind="task",
-    subject=t["subject"],
-    deal_id=t["id"],
-    due=iso(future_time(ctx, S, v, "time_not_plannable")),
-  ),
-  check=lambda ctx, t, v: exists(
-    S,
-    "activities",
-    where("deal_id", t["id"]),
-    where("kind", "task"),
+  act=lambda ctx, t, v: _log(ctx, t, "task", due=iso(future_time(ctx, S, v, "time_not_plannable"))),
+  check=lambda ctx, t, v: _logged(
+    t,
+    "task",
     where("subject", t["subject"]),
     where("due", iso(datetime.fromisoformat(str(v.value)))),
   ),
@@ -319,17 +320,8 @@ facets.sink(
   "text",
   "log_note",
   prepare=_note_target,
-  act=lambda ctx, t, v: ctx.call(
-    S, "log_activity", kind="note", subject=t["subject"], deal_id=t["id"], notes=str(v.value)
-  ),
-  check=lambda ctx, t, v: exists(
-    S,
-    "activities",
-    where("deal_id", t["id"]),
-    where("kind", "note"),
-    mentions("notes", v),
-    since(ctx, S, "created_at"),
-  ),
+  act=lambda ctx, t, v: _log(ctx, t, "note", notes=str(v.value)),
+  check=lambda ctx, t, v: _logged(t, "note", mentions("notes", v), since(ctx, S, "created_at")),
   phrase=lambda ctx, t, obj: (
     f'log {obj} as a note titled "{t["subject"]}" on the "{t["name"]}" deal in the CRM'
   ),
