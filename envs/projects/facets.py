@@ -410,14 +410,14 @@ def _comment_target(ctx: AuthorContext) -> dict:
   return {**task, "project": project}
 
 
-def _comment_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
-  return exists(
-    S,
-    "comments",
-    where("task_id", t["id"]),
-    mentions("body", v),
-    since(ctx, S, "created_at"),
-  )
+def _commented(ctx: AuthorContext, t: dict, condition: dict) -> dict:
+  """A rubric condition: the agent commented on ``t``'s task, and the comment meets
+  ``condition``."""
+  return exists(S, "comments", where("task_id", t["id"]), condition, since(ctx, S, "created_at"))
+
+
+def _comment_phrase(ctx: AuthorContext, t: dict, obj: str) -> str:
+  return f'post {obj} as a comment on the "{t["title"]}" task in the {t["project"]} project'
 
 
 for kind in ("text", "url"):
@@ -427,10 +427,8 @@ for kind in ("text", "url"):
     f"comment_{kind}_on_task",
     prepare=_comment_target,
     act=lambda ctx, t, v: ctx.call(S, "add_comment", task_id=t["id"], body=f"FYI: {v.value}"),
-    check=_comment_check,
-    phrase=lambda ctx, t, obj: (
-      f'post {obj} as a comment on the "{t["title"]}" task in the {t["project"]} project'
-    ),
+    check=lambda ctx, t, v: _commented(ctx, t, mentions("body", v)),
+    phrase=_comment_phrase,
     text=lambda ctx, t, v: f'"{t["title"]}" has a new comment containing {v.label}.',
   )
 
@@ -439,7 +437,7 @@ def _number_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   # A number written in a comment may be formatted ("1,250.50"): compare it numerically.
   number = v.number if v.number is not None else v.value
   amount = {"field": "body", "cmp": "approx", "value": number, "tolerance": 0.01}
-  return exists(S, "comments", where("task_id", t["id"]), amount, since(ctx, S, "created_at"))
+  return _commented(ctx, t, amount)
 
 
 for kind in ("number", "money", "quantity"):
@@ -453,9 +451,7 @@ for kind in ("number", "money", "quantity"):
         S, "add_comment", task_id=t["id"], body=f"{lead}: {v.label}"
       ),
       check=_number_check,
-      phrase=lambda ctx, t, obj: (
-        f'post {obj} as a comment on the "{t["title"]}" task in the {t["project"]} project'
-      ),
+      phrase=_comment_phrase,
       text=lambda ctx, t, v: f'"{t["title"]}" has a comment stating {v.label}.',
       aggregates=aggregates,
     )
