@@ -231,6 +231,19 @@ def _book_week(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
+def _requested(ctx: AuthorContext, employee_id: str, policy: str, *conds: dict) -> dict:
+  """A rubric condition: the agent requested ``policy`` time off for ``employee_id``, as
+  ``conds`` say."""
+  return exists(
+    S,
+    "requests",
+    where("employee_id", employee_id),
+    where("policy_id", policy),
+    *conds,
+    since(ctx, S, "created_at"),
+  )
+
+
 def _end_of_week(v: Value) -> str:
   try:
     return (date.fromisoformat(str(v.value)) + timedelta(days=4)).isoformat()
@@ -244,14 +257,8 @@ facets.sink(
   "request_week_off",
   prepare=_week_target,
   act=_book_week,
-  check=lambda ctx, t, v: exists(
-    S,
-    "requests",
-    where("employee_id", t["id"]),
-    where("policy_id", "vacation"),
-    where("start_date", str(v.value)),
-    where("end_date", _end_of_week(v)),
-    since(ctx, S, "created_at"),
+  check=lambda ctx, t, v: _requested(
+    ctx, t["id"], "vacation", where("start_date", str(v.value)), where("end_date", _end_of_week(v))
   ),
   phrase=lambda ctx, t, obj: (
     f"put in a vacation request for {t['who']} covering the five days that start on {obj}"
@@ -289,14 +296,7 @@ facets.sink(
     "note": ctx.choice(("Team volunteering day", "Moving house", "Family event")),
   },
   act=_personal_day,
-  check=lambda ctx, t, v: exists(
-    S,
-    "requests",
-    where("employee_id", str(v.value)),
-    where("policy_id", "personal"),
-    where("start_date", t["day"]),
-    since(ctx, S, "created_at"),
-  ),
+  check=lambda ctx, t, v: _requested(ctx, str(v.value), "personal", where("start_date", t["day"])),
   phrase=lambda ctx, t, obj: (
     f"request a personal day for {'that employee' if obj == 'it' else obj} on "
     f'{day_label(t["day"])} with the note "{t["note"]}"'
