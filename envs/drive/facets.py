@@ -299,6 +299,11 @@ facets.sink(
 )
 
 
+def _saved(t: dict, *conds: dict) -> dict:
+  """A rubric condition: a Drive document named as ``t`` says meets ``conds``."""
+  return exists(S, "files", where("name", t["name"]), *conds)
+
+
 for kind in ("text", "url"):
   facets.sink(
     S,
@@ -306,13 +311,7 @@ for kind in ("text", "url"):
     f"save_{kind}_in_new_doc",
     prepare=lambda ctx: {"name": f"{topic(ctx)} memo"},
     act=lambda ctx, t, v: ctx.call(S, "create_file", name=t["name"], content=str(v.value)),
-    check=lambda ctx, t, v: exists(
-      S,
-      "files",
-      where("name", t["name"]),
-      mentions("content", v),
-      where("trashed", False),
-    ),
+    check=lambda ctx, t, v: _saved(t, mentions("content", v), where("trashed", False)),
     phrase=lambda ctx, t, obj: f'save {obj} in a new Drive document called "{t["name"]}"',
     text=lambda ctx, t, v: f'The Drive document "{t["name"]}" holds {v.label}.',
   )
@@ -328,11 +327,8 @@ facets.sink(
   act=lambda ctx, t, v: ctx.call(
     S, "create_file", name=t["name"], content=f"Amount: {_num(amount_of(v))}"
   ),
-  check=lambda ctx, t, v: exists(
-    S,
-    "files",
-    where("name", t["name"]),
-    {"field": "content", "cmp": "approx", "value": amount_of(v), "tolerance": 0.01},
+  check=lambda ctx, t, v: _saved(
+    t, {"field": "content", "cmp": "approx", "value": amount_of(v), "tolerance": 0.01}
   ),
   phrase=lambda ctx, t, obj: f'write {obj} in a new Drive document called "{t["name"]}"',
   text=lambda ctx, t, v: f'The Drive document "{t["name"]}" states {v.label}.',

@@ -294,6 +294,19 @@ facets.sink(
 )
 
 
+def _sent(t: dict, signer: str, condition: dict) -> dict:
+  """A rubric condition: an envelope titled as ``t`` says, meeting ``condition``, is out for
+  ``signer`` to sign."""
+  return exists(
+    S,
+    "envelopes",
+    where("title", t["title"]),
+    condition,
+    where("signers.id", signer, "contains"),
+    where("status", "sent"),
+  )
+
+
 def _nda_target(ctx: AuthorContext) -> dict:
   tpl = next(
     t
@@ -324,14 +337,7 @@ facets.sink(
   "send_nda",
   prepare=_nda_target,
   act=_send_nda,
-  check=lambda ctx, t, v: exists(
-    S,
-    "envelopes",
-    where("title", t["title"]),
-    where("template_id", t["template"]["id"]),
-    where("signers.id", str(v.value).lower(), "contains"),
-    where("status", "sent"),
-  ),
+  check=lambda ctx, t, v: _sent(t, str(v.value).lower(), where("template_id", t["template"]["id"])),
   phrase=lambda ctx, t, obj: (
     f'send {obj} our Mutual NDA template for signature as the counterparty, titled "{t["title"]}"'
   ),
@@ -378,13 +384,8 @@ def _send_approval(ctx: AuthorContext, t: dict, v: Value) -> None:
 
 def _approval_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   amount = amount_of(v)
-  return exists(
-    S,
-    "envelopes",
-    where("title", t["title"]),
-    {"field": "document", "cmp": "approx", "value": amount, "tolerance": 0.01},
-    where("signers.id", t["email"], "contains"),
-    where("status", "sent"),
+  return _sent(
+    t, t["email"], {"field": "document", "cmp": "approx", "value": amount, "tolerance": 0.01}
   )
 
 

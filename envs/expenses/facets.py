@@ -251,12 +251,18 @@ def _add_item(ctx: AuthorContext, t: dict, amount: float, **receipt: Any) -> Non
 
 
 def _log_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
+  return _item_on(t, where("merchant", t["merchant"]), amount_is("amount", float(v.value)))
+
+
+def _item_on(t: dict, *conds: dict) -> dict:
+  """A rubric condition: ``t``'s report has an expense that meets ``conds``."""
+  return exists(S, "expenses", where("report_id", t["report"]["id"]), *conds)
+
+
+def _report_started(ctx: AuthorContext, employee: str, title: str) -> dict:
+  """A rubric condition: the agent started ``employee``'s report titled ``title``."""
   return exists(
-    S,
-    "expenses",
-    where("report_id", t["report"]["id"]),
-    where("merchant", t["merchant"]),
-    amount_is("amount", float(v.value)),
+    S, "reports", where("employee", employee), where("title", title), since(ctx, S, "created_at")
   )
 
 
@@ -292,13 +298,7 @@ facets.sink(
   "open_report_for",
   prepare=lambda ctx: {"title": f"{topic(ctx)} expenses"},
   act=_open_report,
-  check=lambda ctx, t, v: exists(
-    S,
-    "reports",
-    where("employee", str(v.value).lower()),
-    where("title", t["title"]),
-    since(ctx, S, "created_at"),
-  ),
+  check=lambda ctx, t, v: _report_started(ctx, str(v.value).lower(), t["title"]),
   phrase=lambda ctx, t, obj: f'start a draft expense report titled "{t["title"]}" for {obj}',
   text=lambda ctx, t, v: f'{v.label} has a new "{t["title"]}" expense report.',
 )
@@ -316,13 +316,7 @@ facets.sink(
   "report_titled",
   prepare=lambda ctx: {"me": user_email(ctx)},
   act=_titled,
-  check=lambda ctx, t, v: exists(
-    S,
-    "reports",
-    where("employee", t["me"]),
-    where("title", str(v.value)),
-    since(ctx, S, "created_at"),
-  ),
+  check=lambda ctx, t, v: _report_started(ctx, t["me"], str(v.value)),
   phrase=lambda ctx, t, obj: (
     f"start a new draft expense report of mine ({t['me']}) with {obj} as its title"
   ),
@@ -351,12 +345,8 @@ facets.sink(
   "attach_receipt",
   prepare=_receipt_target,
   act=_attach,
-  check=lambda ctx, t, v: exists(
-    S,
-    "expenses",
-    where("report_id", t["report"]["id"]),
-    where("receipt_url", v.value),
-    amount_is("amount", t["amount"]),
+  check=lambda ctx, t, v: _item_on(
+    t, where("receipt_url", v.value), amount_is("amount", t["amount"])
   ),
   phrase=lambda ctx, t, obj: (
     f"add the {t['amount']:,.2f} {t['category']} expense from {t['merchant']} dated "

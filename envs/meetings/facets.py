@@ -302,6 +302,12 @@ facets.sink(
 )
 
 
+def _meeting_at(t: dict, start: str, condition: dict) -> dict:
+  """A rubric condition: a meeting on ``t``'s topic starts at ``start`` and meets
+  ``condition``."""
+  return exists(S, "meetings", where("topic", t["topic"]), where("start", start), condition)
+
+
 def _start_of(ctx: AuthorContext, v: Value) -> str:
   """The incoming time as the service prints it; it must lie ahead to be scheduled."""
   return future_time(ctx, S, v, "start_in_past").isoformat()
@@ -315,12 +321,8 @@ facets.sink(
   act=lambda ctx, t, v: ctx.call(
     S, "schedule_meeting", topic=t["topic"], start=_start_of(ctx, v), duration_minutes=30
   ),
-  check=lambda ctx, t, v: exists(
-    S,
-    "meetings",
-    where("topic", t["topic"]),
-    where("start", datetime.fromisoformat(str(v.value)).isoformat()),
-    where("status", "scheduled"),
+  check=lambda ctx, t, v: _meeting_at(
+    t, datetime.fromisoformat(str(v.value)).isoformat(), where("status", "scheduled")
   ),
   phrase=lambda ctx, t, obj: f'schedule a 30-minute video meeting "{t["topic"]}" at {obj}',
   text=lambda ctx, t, v: f'The video meeting "{t["topic"]}" is scheduled at {v.label}.',
@@ -346,13 +348,7 @@ for kind in ("text", "url"):
       duration_minutes=30,
       agenda=f"Agenda: {v.value}",
     ),
-    check=lambda ctx, t, v: exists(
-      S,
-      "meetings",
-      where("topic", t["topic"]),
-      where("start", t["start"]),
-      mentions("agenda", v),
-    ),
+    check=lambda ctx, t, v: _meeting_at(t, t["start"], mentions("agenda", v)),
     phrase=lambda ctx, t, obj: (
       f'schedule a 30-minute video meeting "{t["topic"]}" for {t["when"]} and put {obj} in '
       "its agenda"
