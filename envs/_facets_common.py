@@ -300,9 +300,10 @@ def amount_of(value: Value) -> float:
     raise AuthoringError("not_an_amount", str(value.value)) from err
 
 
-def amount_is(field: str, value: float) -> dict[str, Any]:
-  """A rubric condition: ``field`` holds the amount ``value``, to the cent."""
-  return {"field": field, "cmp": "approx", "value": value, "tolerance": 0.005}
+def amount_is(field: str, value: float, tolerance: float = 0.005) -> dict[str, Any]:
+  """A rubric condition: ``field`` holds the amount ``value``, to the cent (or within
+  ``tolerance``: 0.01 lets a figure written out in text round either way)."""
+  return {"field": field, "cmp": "approx", "value": value, "tolerance": tolerance}
 
 
 def units(value: Value, most: int = 100_000, reason: str = "not_a_quantity") -> int:

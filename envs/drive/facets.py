@@ -10,6 +10,7 @@ from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import (
+  amount_is,
   amount_of,
   colleague,
   found_one,
@@ -327,9 +328,7 @@ facets.sink(
   act=lambda ctx, t, v: ctx.call(
     S, "create_file", name=t["name"], content=f"Amount: {_num(amount_of(v))}"
   ),
-  check=lambda ctx, t, v: _saved(
-    t, {"field": "content", "cmp": "approx", "value": amount_of(v), "tolerance": 0.01}
-  ),
+  check=lambda ctx, t, v: _saved(t, amount_is("content", amount_of(v), 0.01)),
   phrase=lambda ctx, t, obj: f'write {obj} in a new Drive document called "{t["name"]}"',
   text=lambda ctx, t, v: f'The Drive document "{t["name"]}" states {v.label}.',
 )

@@ -11,6 +11,7 @@ from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import (
+  amount_is,
   amount_of,
   found_one,
   found_people,
@@ -384,9 +385,7 @@ def _send_approval(ctx: AuthorContext, t: dict, v: Value) -> None:
 
 def _approval_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   amount = amount_of(v)
-  return _sent(
-    t, t["email"], {"field": "document", "cmp": "approx", "value": amount, "tolerance": 0.01}
-  )
+  return _sent(t, t["email"], amount_is("document", amount, 0.01))
 
 
 facets.sink(

@@ -9,6 +9,7 @@ from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
 from envs._facets_common import (
+  amount_is,
   amount_of,
   currency_of,
   found_day,
@@ -220,7 +221,7 @@ def _reimbursed(ctx: AuthorContext, t: dict, v: Value) -> dict:
     where("employee_id", t["id"]),
     where("kind", "reimbursement"),
     where("description", t["for"]),
-    {"field": "amount", "cmp": "approx", "value": amount_of(v), "tolerance": 0.01},
+    amount_is("amount", amount_of(v), 0.01),
     since(ctx, S, "created_at"),
   )
 

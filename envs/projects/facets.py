@@ -9,6 +9,7 @@ from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
 from envs._facets_common import (
+  amount_is,
   employee,
   found_day,
   found_one,
@@ -436,7 +437,7 @@ for kind in ("text", "url"):
 def _number_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   # A number written in a comment may be formatted ("1,250.50"): compare it numerically.
   number = v.number if v.number is not None else v.value
-  amount = {"field": "body", "cmp": "approx", "value": number, "tolerance": 0.01}
+  amount = amount_is("body", number, 0.01)
   return _commented(ctx, t, amount)
 
 

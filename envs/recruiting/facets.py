@@ -9,6 +9,7 @@ from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import (
+  amount_is,
   amount_of,
   colleague_email,
   currency_of,
@@ -376,7 +377,7 @@ def _offer_target(ctx: AuthorContext) -> dict:
 
 
 def _salary_is(amount: float) -> dict:
-  return {"field": "salary", "cmp": "approx", "value": amount, "tolerance": 0.01}
+  return amount_is("salary", amount, 0.01)
 
 
 def _offer_start(ctx: AuthorContext, t: dict, v: Value) -> None:
