@@ -8,6 +8,7 @@ from typing import Any
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value
+from compoworld.tasks.rubric import all_of, record_is, where
 from envs._world import Person, world
 
 CODENAMES = (
@@ -69,6 +70,32 @@ def found_one(kind: str, noun: str, value: Any, **fields: Any) -> Found:
   return Found(kind, noun, [Value(value, value)], **fields)
 
 
+def found_people(
+  noun: str, emails: Any, excluded: Any = (), exclusion: str = "", **fields: Any
+) -> Found:
+  """A read that hands on several people by address, and those a write must leave out
+  (``excluded``, for the reason ``exclusion``: "who declined it")."""
+  return Found(
+    "person.email",
+    noun,
+    [Value(e, e) for e in emails],
+    excluded=[Value(e, e) for e in excluded],
+    exclusion=exclusion,
+    **fields,
+  )
+
+
+def found_money(noun: str, values: list[Value], currency: str, **fields: Any) -> Found:
+  """A read that hands on amounts (``money`` values) in ``currency``, which later steps see as
+  its context."""
+  return Found("money", noun, values, context={"currency": currency}, **fields)
+
+
+def found_home_money(ctx: AuthorContext, noun: str, amounts: list[float], **fields: Any) -> Found:
+  """A read that hands on ``amounts`` in the company's own currency (the books', the payroll's)."""
+  return found_money(noun, [home_money(ctx, a) for a in amounts], home_currency(ctx), **fields)
+
+
 def found_time(noun: str, when: str, **fields: Any) -> Found:
   """A read that hands on the time ``when`` (ISO 8601), labelled as instructions write it, with
   its date as the context later steps may use."""
@@ -106,6 +133,15 @@ def employee(ctx: AuthorContext, email: Any) -> Person | None:
   return world(ctx.env.seed).person(email) if isinstance(email, str) else None
 
 
+def colleague_email(ctx: AuthorContext, value: Value, reason: str = "not_an_employee") -> str:
+  """The address a handed-on value names, lower-cased; refused as ``reason`` unless it is an
+  employee's (a colleague's)."""
+  email = str(value.value).lower()
+  if employee(ctx, email) is None:
+    raise AuthoringError(reason, email)
+  return email
+
+
 def name_of(ctx: AuthorContext, email: str) -> str:
   """A person's full name: the world's name for them, else one read off the address."""
   w = world(ctx.env.seed)
@@ -119,6 +155,16 @@ def in_use(ctx: AuthorContext, service: str) -> set[str]:
   """The records (employees) this task's ``service`` facets set up or change: never picked
   twice, so a scenario edit never lands on a record an earlier step of the probe already wrote."""
   return ctx.scratch.setdefault(f"{service}_busy", set())
+
+
+def pick_free(ctx: AuthorContext, service: str, options: Any, reserve: bool = True) -> Any:
+  """One of ``options`` (records with an ``id``) that no ``service`` facet of this task has
+  used yet, drawn in id order; with ``reserve``, it is marked used from then on."""
+  busy = in_use(ctx, service)
+  record = ctx.choice(sorted((o for o in options if o.id not in busy), key=lambda o: o.id))
+  if reserve:
+    busy.add(record.id)
+  return record
 
 
 # --- time --------------------------------------------------------------------------------------
@@ -167,6 +213,48 @@ def future_time(ctx: AuthorContext, service: str, value: Value, reason: str) -> 
   return when
 
 
+def schedule_time(ctx: AuthorContext, service: str, value: Value, current: Any, reason: str) -> str:
+  """The time (ISO 8601, to the second) a handed-on value names, for something set to go out
+  at ``current``: refused as ``time_not_schedulable`` unless it is ahead, and as ``reason``
+  when it is ``current`` (nothing would change)."""
+  when = iso(future_time(ctx, service, value, "time_not_schedulable"))
+  if when == current:
+    raise AuthoringError(reason, when)
+  return when
+
+
+# --- rubric conditions -------------------------------------------------------------------------
+
+
+def mentions(field: str, value: Value) -> dict[str, Any]:
+  """A ``where`` condition: ``field`` contains the text ``value`` stands for (any case)."""
+  return where(field, str(value.value), "icontains")
+
+
+def moved_to(
+  service: str,
+  collection: str,
+  record_id: str,
+  status: str,
+  also: dict[str, Any],
+  key: str = "status",
+) -> dict[str, Any]:
+  """A rubric condition: the record's ``key`` (its status) is now ``status``, and it meets the
+  ``where`` condition ``also`` (what the decision recorded: a reason, an approver, a time)."""
+  return all_of(
+    record_is(service, collection, record_id, key, status),
+    record_is(service, collection, record_id, also["field"], also["value"], also["cmp"]),
+  )
+
+
+def scheduled_for(
+  service: str, collection: str, record_id: str, field: str, value: Value
+) -> dict[str, Any]:
+  """A rubric condition: the record is scheduled, its ``field`` at the time ``value`` names."""
+  when = iso(datetime.fromisoformat(str(value.value)))
+  return moved_to(service, collection, record_id, "scheduled", where(field, when))
+
+
 # --- amounts and quantities --------------------------------------------------------------------
 
 
@@ -176,14 +264,24 @@ def money_label(amount: float, currency: str) -> str:
   return f"{amount:,.0f} {currency}" if currency == "JPY" else f"{amount:,.2f} {currency}"
 
 
+def code_money_label(amount: float, currency: str) -> str:
+  """An amount with its currency code first ("EUR 1,250.00"), as the CRM and quotes show it."""
+  return f"{currency} {amount:,.2f}"
+
+
 def money(amount: float, currency: str) -> Value:
   """A money value to hand on: the amount, its label, and its numeric reading."""
   return Value(amount, money_label(amount, currency), float(amount))
 
 
+def home_currency(ctx: AuthorContext) -> str:
+  """The company's own currency (the books' and the payroll's)."""
+  return world(ctx.env.seed).currency
+
+
 def home_money(ctx: AuthorContext, amount: float) -> Value:
-  """A money value in the company's own currency (the books' and the payroll's)."""
-  return money(amount, world(ctx.env.seed).currency)
+  """A money value in the company's own currency."""
+  return money(amount, home_currency(ctx))
 
 
 def currency_of(value: Value) -> str | None:
@@ -202,9 +300,10 @@ def amount_of(value: Value) -> float:
     raise AuthoringError("not_an_amount", str(value.value)) from err
 
 
-def amount_is(field: str, value: float) -> dict[str, Any]:
-  """A rubric condition: ``field`` holds the amount ``value``, to the cent."""
-  return {"field": field, "cmp": "approx", "value": value, "tolerance": 0.005}
+def amount_is(field: str, value: float, tolerance: float = 0.005) -> dict[str, Any]:
+  """A rubric condition: ``field`` holds the amount ``value``, to the cent (or within
+  ``tolerance``: 0.01 lets a figure written out in text round either way)."""
+  return {"field": field, "cmp": "approx", "value": value, "tolerance": tolerance}
 
 
 def units(value: Value, most: int = 100_000, reason: str = "not_a_quantity") -> int:

@@ -178,14 +178,25 @@ class FacetRegistry:
     return revisit
 
   def sink(
-    self, service: str, kind: str, name: str, *, total: str | None = None, **fields: Any
+    self,
+    service: str,
+    kind: str,
+    name: str,
+    *,
+    total: str | None = None,
+    total_phrase: Callable[[AuthorContext, Any, str], str] | None = None,
+    **fields: Any,
   ) -> Sink:
     """Registers ``Sink(service, kind, name, **fields)``: how a facet module declares a write.
     With ``total``, also registers its twin of that name, which writes one total of several
-    values (``aggregates``) where the write itself takes one value."""
+    values (``aggregates``) where the write itself takes one value; ``total_phrase`` words the
+    twin's instruction where a total reads differently ("add one expense of {obj}")."""
+    if total_phrase is not None and total is None:
+      raise ValueError(f"{name}: total_phrase words the twin that total= names")
     sink = self.add_sink(Sink(service, kind, name, **fields))
     if total is not None:
-      self.add_sink(Sink(service, kind, total, **{**fields, "single": False}, aggregates=True))
+      twin = {**fields, "single": False, "phrase": total_phrase or fields["phrase"]}
+      self.add_sink(Sink(service, kind, total, **twin, aggregates=True))
     return sink
 
   def revisit(

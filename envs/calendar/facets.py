@@ -8,7 +8,15 @@ from datetime import datetime, timedelta
 from compoworld.tasks.authoring import AuthorContext
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import found_one, found_time, future_slot, iso, topic, user_email
+from envs._facets_common import (
+  found_one,
+  found_people,
+  found_time,
+  future_slot,
+  iso,
+  topic,
+  user_email,
+)
 from envs._world import world
 
 S = "calendar"
@@ -60,13 +68,8 @@ def accepted_attendees(ctx: AuthorContext) -> Found:
   me = user_email(ctx)
   going = [a["id"] for a in event["attendees"] if a["response"] == "accepted" and a["id"] != me]
   declined = [a["id"] for a in event["attendees"] if a["response"] == "declined"]
-  return Found(
-    "person.email",
-    f'the people who accepted the "{event["title"]}" invite',
-    [Value(e, e) for e in going],
-    excluded=[Value(e, e) for e in declined],
-    exclusion="who declined it",
-  )
+  noun = f'the people who accepted the "{event["title"]}" invite'
+  return found_people(noun, going, declined, "who declined it")
 
 
 @facets.source(S, "datetime")

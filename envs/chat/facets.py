@@ -7,7 +7,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
-from envs._facets_common import colleague, found_one, iso, topic
+from envs._facets_common import colleague, found_one, iso, mentions, since, topic
 
 S = "chat"
 
@@ -57,8 +57,8 @@ def _post_check(ctx: AuthorContext, chan: dict, v: Value) -> dict:
     S,
     "messages",
     where("channel_id", chan["id"]),
-    where("text", str(v.value), "icontains"),
-    where("ts", ctx.since(S), "ge"),
+    mentions("text", v),
+    since(ctx, S, "ts"),
   )
 
 

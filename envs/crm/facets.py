@@ -10,13 +10,16 @@ from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import (
   amount_of,
+  code_money_label,
+  colleague_email,
   day_of,
-  employee,
   found_day,
   found_one,
   found_time,
   future_time,
   iso,
+  mentions,
+  since,
   today,
   topic,
   user_email,
@@ -24,10 +27,6 @@ from envs._facets_common import (
 from envs._world import world
 
 S = "crm"
-
-
-def _money(amount: float, currency: str) -> str:
-  return f"{currency} {amount:,.2f}"
 
 
 def _account(ctx: AuthorContext):
@@ -128,8 +127,8 @@ def deal_amount(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f'the amount of the "{deal["name"]}" deal',
-    [Value(amount, _money(amount, deal["currency"]), amount)],
-    answer=f'The "{deal["name"]}" deal is worth {_money(amount, deal["currency"])}.',
+    [Value(amount, code_money_label(amount, deal["currency"]), amount)],
+    answer=f'The "{deal["name"]}" deal is worth {code_money_label(amount, deal["currency"])}.',
   )
 
 
@@ -150,7 +149,7 @@ def open_deal_amounts(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f'the amounts of the open "{program}" deals with {acc.name}',
-    [Value(d["amount"], _money(d["amount"], d["currency"]), d["amount"]) for d in mine],
+    [Value(d["amount"], code_money_label(d["amount"], d["currency"]), d["amount"]) for d in mine],
   )
 
 
@@ -232,7 +231,7 @@ def open_pipeline(ctx: AuthorContext, found: Found) -> Found | None:
   if not deals:
     return None
   total = round(sum(d["amount"] for d in deals), 2)
-  label = _money(total, deals[0]["currency"])
+  label = code_money_label(total, deals[0]["currency"])
   return Found(
     "money",
     f"the total amount of the open deals with {acc['name']} in the CRM",
@@ -258,9 +257,7 @@ def _my_deal(ctx: AuthorContext) -> dict:
 
 
 def _hand_over(ctx: AuthorContext, deal: dict, value: Value) -> None:
-  email = str(value.value).lower()
-  if employee(ctx, email) is None:
-    raise AuthoringError("owner_not_employee", email)  # deal owners are colleagues
+  email = colleague_email(ctx, value, "owner_not_employee")  # deal owners are colleagues
   if email == deal["owner"]:
     raise AuthoringError("owner_unchanged", email)
   ctx.call(S, "update_deal", deal_id=deal["id"], owner=email)
@@ -279,6 +276,16 @@ facets.sink(
 )
 
 
+def _log(ctx: AuthorContext, t: dict, kind: str, **what: str) -> None:
+  """Logs a ``kind`` activity with ``t``'s subject on its deal."""
+  ctx.call(S, "log_activity", kind=kind, subject=t["subject"], deal_id=t["id"], **what)
+
+
+def _logged(t: dict, kind: str, *conds: dict) -> dict:
+  """A rubric condition: ``t``'s deal has a ``kind`` activity that meets ``conds``."""
+  return exists(S, "activities", where("deal_id", t["id"]), where("kind", kind), *conds)
+
+
 def _task_target(ctx: AuthorContext) -> dict:
   deal = _my_deal(ctx)
   return {**deal, "subject": f"Follow up on {deal['name'].split(' - ', 1)[1]}"}
@@ -289,19 +296,10 @@ facets.sink(
   "datetime",
   "plan_follow_up",
   prepare=_task_target,
-  act=lambda ctx, t, v: ctx.call(
-    S,
-    "log_activity",
-    kind="task",
-    subject=t["subject"],
-    deal_id=t["id"],
-    due=iso(future_time(ctx, S, v, "time_not_plannable")),
-  ),
-  check=lambda ctx, t, v: exists(
-    S,
-    "activities",
-    where("deal_id", t["id"]),
-    where("kind", "task"),
+  act=lambda ctx, t, v: _log(ctx, t, "task", due=iso(future_time(ctx, S, v, "time_not_plannable"))),
+  check=lambda ctx, t, v: _logged(
+    t,
+    "task",
     where("subject", t["subject"]),
     where("due", iso(datetime.fromisoformat(str(v.value)))),
   ),
@@ -322,17 +320,8 @@ facets.sink(
   "text",
   "log_note",
   prepare=_note_target,
-  act=lambda ctx, t, v: ctx.call(
-    S, "log_activity", kind="note", subject=t["subject"], deal_id=t["id"], notes=str(v.value)
-  ),
-  check=lambda ctx, t, v: exists(
-    S,
-    "activities",
-    where("deal_id", t["id"]),
-    where("kind", "note"),
-    where("notes", str(v.value), "icontains"),
-    where("created_at", ctx.since(S), "ge"),
-  ),
+  act=lambda ctx, t, v: _log(ctx, t, "note", notes=str(v.value)),
+  check=lambda ctx, t, v: _logged(t, "note", mentions("notes", v), since(ctx, S, "created_at")),
   phrase=lambda ctx, t, obj: (
     f'log {obj} as a note titled "{t["subject"]}" on the "{t["name"]}" deal in the CRM'
   ),
@@ -453,7 +442,7 @@ def _contact_first(ctx: AuthorContext) -> tuple[Found, dict]:
 
 def _amount_second(ctx: AuthorContext, deal: dict) -> Found:
   now = ctx.call(S, "get_deal", deal_id=deal["id"])
-  label = _money(now["amount"], now["currency"])
+  label = code_money_label(now["amount"], now["currency"])
   return Found(
     "money",
     f'the amount of the "{deal["name"]}" deal now',

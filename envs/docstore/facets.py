@@ -10,7 +10,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
-from envs._facets_common import colleague, found_one, iso, topic
+from envs._facets_common import colleague, found_one, iso, since, topic
 from envs._world import world
 from envs.docstore.state import PER_DIEM, _contract, _prose, split_pages
 
@@ -290,7 +290,7 @@ def _note_check(ctx: AuthorContext, doc: dict, text: str) -> dict:
     "annotations",
     where("document_id", doc["id"]),
     where("text", text, "icontains"),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   )
 
 
@@ -365,7 +365,7 @@ facets.sink(
     "documents",
     where("title", str(v.value)),
     where("category", "report"),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"upload a short report to the document store with {obj} as its title and a line of "

@@ -9,7 +9,17 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import amount_of, colleague, found_one, iso, topic, user_email
+from envs._facets_common import (
+  amount_is,
+  amount_of,
+  colleague,
+  found_one,
+  found_people,
+  iso,
+  mentions,
+  topic,
+  user_email,
+)
 from envs._world import world
 from envs.drive.state import DOC, PDF, SHEET, _link_url
 
@@ -143,12 +153,11 @@ def file_editors(ctx: AuthorContext) -> Found:
     _grant(ctx, file, p.email, role)
   found = _find(ctx, file["name"])
   shared = found["shared_with"]
-  return Found(
-    "person.email",
+  return found_people(
     f'the people who can edit the "{found["name"]}" document in Drive',
-    [Value(s["email"], s["email"]) for s in shared if s["role"] == "editor"],
-    excluded=[Value(s["email"], s["email"]) for s in shared if s["role"] == "viewer"],
-    exclusion="who only has view access to that document",
+    [s["email"] for s in shared if s["role"] == "editor"],
+    [s["email"] for s in shared if s["role"] == "viewer"],
+    "who only has view access to that document",
   )
 
 
@@ -291,6 +300,11 @@ facets.sink(
 )
 
 
+def _saved(t: dict, *conds: dict) -> dict:
+  """A rubric condition: a Drive document named as ``t`` says meets ``conds``."""
+  return exists(S, "files", where("name", t["name"]), *conds)
+
+
 for kind in ("text", "url"):
   facets.sink(
     S,
@@ -298,13 +312,7 @@ for kind in ("text", "url"):
     f"save_{kind}_in_new_doc",
     prepare=lambda ctx: {"name": f"{topic(ctx)} memo"},
     act=lambda ctx, t, v: ctx.call(S, "create_file", name=t["name"], content=str(v.value)),
-    check=lambda ctx, t, v: exists(
-      S,
-      "files",
-      where("name", t["name"]),
-      where("content", str(v.value), "icontains"),
-      where("trashed", False),
-    ),
+    check=lambda ctx, t, v: _saved(t, mentions("content", v), where("trashed", False)),
     phrase=lambda ctx, t, obj: f'save {obj} in a new Drive document called "{t["name"]}"',
     text=lambda ctx, t, v: f'The Drive document "{t["name"]}" holds {v.label}.',
   )
@@ -320,12 +328,7 @@ facets.sink(
   act=lambda ctx, t, v: ctx.call(
     S, "create_file", name=t["name"], content=f"Amount: {_num(amount_of(v))}"
   ),
-  check=lambda ctx, t, v: exists(
-    S,
-    "files",
-    where("name", t["name"]),
-    {"field": "content", "cmp": "approx", "value": amount_of(v), "tolerance": 0.01},
-  ),
+  check=lambda ctx, t, v: _saved(t, amount_is("content", amount_of(v), 0.01)),
   phrase=lambda ctx, t, obj: f'write {obj} in a new Drive document called "{t["name"]}"',
   text=lambda ctx, t, v: f'The Drive document "{t["name"]}" states {v.label}.',
 )

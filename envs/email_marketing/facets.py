@@ -4,12 +4,22 @@ reschedule revisit (the send time goes stale)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
-from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import found_one, found_time, future_time, iso, time_label, topic
+from compoworld.tasks.rubric import exists, where
+from envs._facets_common import (
+  found_one,
+  found_people,
+  found_time,
+  iso,
+  mentions,
+  schedule_time,
+  scheduled_for,
+  time_label,
+  topic,
+)
 from envs._world import world
 
 S = "email_marketing"
@@ -100,12 +110,11 @@ def waitlist_members(ctx: AuthorContext) -> Found:
     )
   audience = _audience(ctx, name)
   rows = ctx.call(S, "search_subscribers", audience_id=audience["id"], limit=100)["items"]
-  return Found(
-    "person.email",
+  return found_people(
     f'the people on our "{name}" mailing list',
-    [Value(r["email"], r["email"]) for r in rows if r["status"] == "subscribed"],
-    excluded=[Value(r["email"], r["email"]) for r in rows if r["status"] == "unsubscribed"],
-    exclusion=f'who unsubscribed from the "{name}" list',
+    [r["email"] for r in rows if r["status"] == "subscribed"],
+    [r["email"] for r in rows if r["status"] == "unsubscribed"],
+    f'who unsubscribed from the "{name}" list',
   )
 
 
@@ -176,12 +185,11 @@ def customer_subscribers(ctx: AuthorContext, found: Found) -> Found | None:
   going = [r["email"] for r in rows if r["status"] == "subscribed"]
   if not going:
     return None
-  return Found(
-    "person.email",
+  return found_people(
     f"the contacts from {company} who are subscribed to our Customers mailing list",
-    [Value(e, e) for e in going],
-    excluded=[Value(r["email"], r["email"]) for r in rows if r["status"] == "unsubscribed"],
-    exclusion="who unsubscribed from the Customers list",
+    going,
+    [r["email"] for r in rows if r["status"] == "unsubscribed"],
+    "who unsubscribed from the Customers list",
     answer=f"Subscribed contacts from {company}: {', '.join(going)}.",
   )
 
@@ -231,18 +239,12 @@ def _draft_campaign(ctx: AuthorContext) -> dict:
 
 
 def _schedule(ctx: AuthorContext, campaign: dict, value: Value) -> None:
-  when = iso(future_time(ctx, S, value, "time_not_schedulable"))
-  if when == campaign.get("send_at"):
-    raise AuthoringError("send_time_unchanged", when)
+  when = schedule_time(ctx, S, value, campaign.get("send_at"), "send_time_unchanged")
   ctx.call(S, "schedule_campaign", campaign_id=campaign["id"], send_at=when)
 
 
 def _scheduled_check(ctx: AuthorContext, campaign: dict, value: Value) -> dict:
-  when = iso(datetime.fromisoformat(str(value.value)))
-  return all_of(
-    record_is(S, "campaigns", campaign["id"], "status", "scheduled"),
-    record_is(S, "campaigns", campaign["id"], "send_at", when),
-  )
+  return scheduled_for(S, "campaigns", campaign["id"], "send_at", value)
 
 
 facets.sink(
@@ -267,27 +269,29 @@ def _new_campaign(ctx: AuthorContext) -> dict:
   }
 
 
+def _draft(ctx: AuthorContext, t: dict, subject: str, body: str) -> None:
+  """Drafts the campaign ``t`` names to its list."""
+  ctx.call(
+    S, "create_campaign", name=t["name"], subject=subject, audience_id=t["audience_id"], body=body
+  )
+
+
+def _drafted(t: dict, condition: dict) -> dict:
+  """A rubric condition: the campaign ``t`` names is drafted to its list and meets
+  ``condition``."""
+  return exists(
+    S, "campaigns", where("name", t["name"]), where("audience_id", t["audience_id"]), condition
+  )
+
+
 for kind in ("text", "url"):
   facets.sink(
     S,
     kind,
     f"campaign_with_{kind}",
     prepare=_new_campaign,
-    act=lambda ctx, t, v: ctx.call(
-      S,
-      "create_campaign",
-      name=t["name"],
-      subject=t["subject"],
-      audience_id=t["audience_id"],
-      body=f"Hello! {v.value}",
-    ),
-    check=lambda ctx, t, v: exists(
-      S,
-      "campaigns",
-      where("name", t["name"]),
-      where("audience_id", t["audience_id"]),
-      where("body", str(v.value), "icontains"),
-    ),
+    act=lambda ctx, t, v: _draft(ctx, t, t["subject"], f"Hello! {v.value}"),
+    check=lambda ctx, t, v: _drafted(t, mentions("body", v)),
     phrase=lambda ctx, t, obj: (
       f'draft an email campaign "{t["name"]}" to our Newsletter list, subject '
       f'"{t["subject"]}", with {obj} in the body'
@@ -308,21 +312,8 @@ facets.sink(
   "title",
   "campaign_subject_line",
   prepare=_subject_target,
-  act=lambda ctx, t, v: ctx.call(
-    S,
-    "create_campaign",
-    name=t["name"],
-    subject=str(v.value),
-    audience_id=t["audience_id"],
-    body=f"{v.value}: read on for the details.",
-  ),
-  check=lambda ctx, t, v: exists(
-    S,
-    "campaigns",
-    where("name", t["name"]),
-    where("audience_id", t["audience_id"]),
-    where("subject", str(v.value)),
-  ),
+  act=lambda ctx, t, v: _draft(ctx, t, str(v.value), f"{v.value}: read on for the details."),
+  check=lambda ctx, t, v: _drafted(t, where("subject", str(v.value))),
   phrase=lambda ctx, t, obj: (
     f'draft an email campaign "{t["name"]}" to our Newsletter list with {obj} as its subject line'
   ),

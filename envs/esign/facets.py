@@ -10,7 +10,18 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import amount_of, found_one, iso, name_of, topic, user_email
+from envs._facets_common import (
+  amount_is,
+  amount_of,
+  found_one,
+  found_people,
+  iso,
+  mentions,
+  moved_to,
+  name_of,
+  topic,
+  user_email,
+)
 from envs._world import world
 
 S = "esign"
@@ -65,6 +76,12 @@ def _signed_at(ctx: AuthorContext) -> str:
   return iso(ctx.state(S).now - timedelta(hours=ctx.rng.randint(3, 30)))
 
 
+def _signer_at_turn(ctx: AuthorContext, email: str, name: str, role: str, signed: bool) -> dict:
+  """A first-in-order signer who has signed (a few hours ago) or is being waited on."""
+  status = "signed" if signed else "sent"
+  return _signer(email, name, role, 1, status, signed_at=_signed_at(ctx) if signed else None)
+
+
 def _order_form(
   ctx: AuthorContext, title: str, company: str, lines: int = 1, status: str = "sent"
 ) -> dict:
@@ -117,14 +134,7 @@ def waiting_on(ctx: AuthorContext) -> Found:
   title = f"{topic(ctx)} - Statement of Work - {org.name}"
   first_signed = ctx.rng.random() < 0.5
   signers = [
-    _signer(
-      contact.email,
-      contact.name,
-      "Customer",
-      1,
-      "signed" if first_signed else "sent",
-      signed_at=_signed_at(ctx) if first_signed else None,
-    ),
+    _signer_at_turn(ctx, contact.email, contact.name, "Customer", first_signed),
     _signer(
       approver.email, approver.name, "Delivery lead", 2, "sent" if first_signed else "pending"
     ),
@@ -147,24 +157,15 @@ def unsigned_signers(ctx: AuthorContext) -> Found:
   about = topic(ctx)
   title = f"{about} policy acknowledgement"
   signers = [
-    _signer(
-      p.email,
-      p.name,
-      "Employee",
-      1,
-      "signed" if d else "sent",
-      signed_at=_signed_at(ctx) if d else None,
-    )
-    for p, d in zip(people, done, strict=True)
+    _signer_at_turn(ctx, p.email, p.name, "Employee", d) for p, d in zip(people, done, strict=True)
   ]
   _put_envelope(ctx, title, f"I have read and accept the {about} policy.", signers)
   env = _find(ctx, title, status="sent")
-  return Found(
-    "person.email",
+  return found_people(
     f'the people who still have to sign the "{title}" envelope',
-    [Value(s["id"], s["id"]) for s in env["signers"] if s["status"] == "sent"],
-    excluded=[Value(s["id"], s["id"]) for s in env["signers"] if s["status"] == "signed"],
-    exclusion="who already signed it",
+    [s["id"] for s in env["signers"] if s["status"] == "sent"],
+    [s["id"] for s in env["signers"] if s["status"] == "signed"],
+    "who already signed it",
   )
 
 
@@ -294,6 +295,19 @@ facets.sink(
 )
 
 
+def _sent(t: dict, signer: str, condition: dict) -> dict:
+  """A rubric condition: an envelope titled as ``t`` says, meeting ``condition``, is out for
+  ``signer`` to sign."""
+  return exists(
+    S,
+    "envelopes",
+    where("title", t["title"]),
+    condition,
+    where("signers.id", signer, "contains"),
+    where("status", "sent"),
+  )
+
+
 def _nda_target(ctx: AuthorContext) -> dict:
   tpl = next(
     t
@@ -324,14 +338,7 @@ facets.sink(
   "send_nda",
   prepare=_nda_target,
   act=_send_nda,
-  check=lambda ctx, t, v: exists(
-    S,
-    "envelopes",
-    where("title", t["title"]),
-    where("template_id", t["template"]["id"]),
-    where("signers.id", str(v.value).lower(), "contains"),
-    where("status", "sent"),
-  ),
+  check=lambda ctx, t, v: _sent(t, str(v.value).lower(), where("template_id", t["template"]["id"])),
   phrase=lambda ctx, t, obj: (
     f'send {obj} our Mutual NDA template for signature as the counterparty, titled "{t["title"]}"'
   ),
@@ -346,20 +353,13 @@ def _to_void(ctx: AuthorContext) -> dict:
   return _find(ctx, title, status="sent")
 
 
-def _void(ctx: AuthorContext, env: dict, v: Value) -> None:
-  ctx.call(S, "void_envelope", envelope_id=env["id"], reason=str(v.value))
-
-
 facets.sink(
   S,
   "text",
   "void_with_reason",
   prepare=_to_void,
-  act=_void,
-  check=lambda ctx, e, v: all_of(
-    record_is(S, "envelopes", e["id"], "status", "voided"),
-    record_is(S, "envelopes", e["id"], "void_reason", str(v.value), "icontains"),
-  ),
+  act=lambda ctx, e, v: ctx.call(S, "void_envelope", envelope_id=e["id"], reason=str(v.value)),
+  check=lambda ctx, e, v: moved_to(S, "envelopes", e["id"], "voided", mentions("void_reason", v)),
   phrase=lambda ctx, e, obj: f'void the "{e["title"]}" envelope, giving {obj} as the reason',
   text=lambda ctx, e, v: f'"{e["title"]}" is voided with the reason "{v.label}".',
   single=True,  # an envelope is voided for one reason
@@ -385,14 +385,7 @@ def _send_approval(ctx: AuthorContext, t: dict, v: Value) -> None:
 
 def _approval_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   amount = amount_of(v)
-  return exists(
-    S,
-    "envelopes",
-    where("title", t["title"]),
-    {"field": "document", "cmp": "approx", "value": amount, "tolerance": 0.01},
-    where("signers.id", t["email"], "contains"),
-    where("status", "sent"),
-  )
+  return _sent(t, t["email"], amount_is("document", amount, 0.01))
 
 
 facets.sink(

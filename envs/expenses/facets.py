@@ -14,9 +14,12 @@ from envs._facets_common import (
   amount_is,
   colleague,
   currency_of,
+  found_money,
   found_one,
+  found_people,
   home_money,
   iso,
+  since,
   today,
   topic,
   user,
@@ -100,11 +103,10 @@ def _colleague_report(ctx: AuthorContext, items: int = 3, status: str = "submitt
 @facets.source(S, "money")
 def report_total(ctx: AuthorContext) -> Found:
   who, report = _colleague_report(ctx, ctx.rng.randint(2, 4))
-  return Found(
-    "money",
+  return found_money(
     f'the total of {who.name}\'s "{report["title"]}" expense report',
     [home_money(ctx, report["total"])],
-    context={"currency": report["currency"]},
+    report["currency"],
   )
 
 
@@ -113,11 +115,10 @@ def item_amounts(ctx: AuthorContext) -> Found:
   """Several amounts of one report, to sum or to handle one by one."""
   count = ctx.rng.randint(2, 4)
   who, report = _colleague_report(ctx, count)
-  return Found(
-    "money",
+  return found_money(
     f'the amounts of the {count} expenses on {who.name}\'s "{report["title"]}" report',
     [home_money(ctx, i["amount"]) for i in report["items"]],
-    context={"currency": report["currency"]},
+    report["currency"],
   )
 
 
@@ -132,12 +133,11 @@ def claimants(ctx: AuthorContext) -> Found:
   for person, status in zip(people, statuses, strict=True):
     _scenario_report(ctx, person, title, status, ctx.rng.randint(1, 3))
   hits = [r for r in ctx.call(S, "list_reports", query=title)["items"] if r["title"] == title]
-  return Found(
-    "person.email",
+  return found_people(
     f'the people who filed "{title}" expense reports',
-    [Value(r["employee"], r["employee"]) for r in hits if r["status"] != "rejected"],
-    excluded=[Value(r["employee"], r["employee"]) for r in hits if r["status"] == "rejected"],
-    exclusion="whose report was rejected",
+    [r["employee"] for r in hits if r["status"] != "rejected"],
+    [r["employee"] for r in hits if r["status"] == "rejected"],
+    "whose report was rejected",
   )
 
 
@@ -159,26 +159,22 @@ def _receipted_item(ctx: AuthorContext) -> tuple[Any, dict, dict]:
   return who, report, ctx.choice(items)
 
 
+def _charge_noun(what: str, who, report: dict, item: dict) -> str:
+  """How an instruction names ``what`` of one charge: "the date of the Uber charge on ..."."""
+  owner = f'{who.name}\'s "{report["title"]}" expense report'
+  return f"the {what} of the {item['merchant']} charge on {owner}"
+
+
 @facets.source(S, "url")
 def receipt_link(ctx: AuthorContext) -> Found:
   who, report, item = _receipted_item(ctx)
-  return found_one(
-    "url",
-    f'the receipt link of the {item["merchant"]} charge on {who.name}\'s "{report["title"]}" '
-    "expense report",
-    item["receipt_url"],
-  )
+  return found_one("url", _charge_noun("receipt link", who, report, item), item["receipt_url"])
 
 
 @facets.source(S, "date")
 def expense_date(ctx: AuthorContext) -> Found:
   who, report, item = _receipted_item(ctx)
-  return found_one(
-    "date",
-    f'the date of the {item["merchant"]} charge on {who.name}\'s "{report["title"]}" expense '
-    "report",
-    item["date"],
-  )
+  return found_one("date", _charge_noun("date", who, report, item), item["date"])
 
 
 # --- lookups -----------------------------------------------------------------------------
@@ -196,11 +192,10 @@ def their_report_total(ctx: AuthorContext, found: Found) -> Found | None:
   _scenario_report(ctx, person, title, ctx.choice(("submitted", "approved")), ctx.rng.randint(1, 4))
   hits = ctx.call(S, "list_reports", employee=email, query=title)["items"]
   report = next(r for r in hits if r["title"] == title)
-  return Found(
-    "money",
+  return found_money(
     f'the total of their "{title}" expense report',
     [home_money(ctx, report["total"])],
-    context={"currency": report["currency"]},
+    report["currency"],
   )
 
 
@@ -238,6 +233,11 @@ def _log(ctx: AuthorContext, t: dict, v: Value) -> None:
     raise AuthoringError("currency_mismatch", code)
   if not 0.01 <= amount <= 100000 or round(amount, 2) != amount:
     raise AuthoringError("expense_amount_out_of_range", str(v.value))
+  _add_item(ctx, t, amount)
+
+
+def _add_item(ctx: AuthorContext, t: dict, amount: float, **receipt: Any) -> None:
+  """Adds the expense ``t`` describes, of ``amount``, to its report."""
   ctx.call(
     S,
     "add_expense_item",
@@ -246,39 +246,44 @@ def _log(ctx: AuthorContext, t: dict, v: Value) -> None:
     merchant=t["merchant"],
     category=t["category"],
     amount=amount,
+    **receipt,
   )
 
 
 def _log_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
+  return _item_on(t, where("merchant", t["merchant"]), amount_is("amount", float(v.value)))
+
+
+def _item_on(t: dict, *conds: dict) -> dict:
+  """A rubric condition: ``t``'s report has an expense that meets ``conds``."""
+  return exists(S, "expenses", where("report_id", t["report"]["id"]), *conds)
+
+
+def _report_started(ctx: AuthorContext, employee: str, title: str) -> dict:
+  """A rubric condition: the agent started ``employee``'s report titled ``title``."""
   return exists(
-    S,
-    "expenses",
-    where("report_id", t["report"]["id"]),
-    where("merchant", t["merchant"]),
-    amount_is("amount", float(v.value)),
+    S, "reports", where("employee", employee), where("title", title), since(ctx, S, "created_at")
   )
 
 
-for _name, _aggregates, _what in (
-  ("log_expense", False, "add {obj} as a {cat} expense"),
-  ("log_total_expense", True, "add a single {cat} expense of {obj}"),
-):
-  facets.sink(
-    S,
-    "money",
-    _name,
-    prepare=_my_draft,
-    act=_log,
-    check=_log_check,
-    phrase=lambda ctx, t, obj, what=_what: (
-      f"{what.format(obj=obj, cat=t['category'])} from {t['merchant']} dated {t['date']} to "
-      f'my draft "{t["title"]}" expense report'
-    ),
-    text=lambda ctx, t, v: (
-      f'"{t["title"]}" has a {v.label} {t["category"]} expense from {t["merchant"]}.'
-    ),
-    aggregates=_aggregates,
-  )
+def _log_phrase(t: dict, what: str) -> str:
+  return f'{what} from {t["merchant"]} dated {t["date"]} to my draft "{t["title"]}" expense report'
+
+
+facets.sink(
+  S,
+  "money",
+  "log_expense",
+  total="log_total_expense",
+  prepare=_my_draft,
+  act=_log,
+  check=_log_check,
+  phrase=lambda ctx, t, obj: _log_phrase(t, f"add {obj} as a {t['category']} expense"),
+  total_phrase=lambda ctx, t, obj: _log_phrase(t, f"add a single {t['category']} expense of {obj}"),
+  text=lambda ctx, t, v: (
+    f'"{t["title"]}" has a {v.label} {t["category"]} expense from {t["merchant"]}.'
+  ),
+)
 
 
 def _open_report(ctx: AuthorContext, t: dict, v: Value) -> None:
@@ -293,13 +298,7 @@ facets.sink(
   "open_report_for",
   prepare=lambda ctx: {"title": f"{topic(ctx)} expenses"},
   act=_open_report,
-  check=lambda ctx, t, v: exists(
-    S,
-    "reports",
-    where("employee", str(v.value).lower()),
-    where("title", t["title"]),
-    where("created_at", ctx.since(S), "ge"),
-  ),
+  check=lambda ctx, t, v: _report_started(ctx, str(v.value).lower(), t["title"]),
   phrase=lambda ctx, t, obj: f'start a draft expense report titled "{t["title"]}" for {obj}',
   text=lambda ctx, t, v: f'{v.label} has a new "{t["title"]}" expense report.',
 )
@@ -317,13 +316,7 @@ facets.sink(
   "report_titled",
   prepare=lambda ctx: {"me": user_email(ctx)},
   act=_titled,
-  check=lambda ctx, t, v: exists(
-    S,
-    "reports",
-    where("employee", t["me"]),
-    where("title", str(v.value)),
-    where("created_at", ctx.since(S), "ge"),
-  ),
+  check=lambda ctx, t, v: _report_started(ctx, t["me"], str(v.value)),
   phrase=lambda ctx, t, obj: (
     f"start a new draft expense report of mine ({t['me']}) with {obj} as its title"
   ),
@@ -343,16 +336,7 @@ def _receipt_target(ctx: AuthorContext) -> dict:
 def _attach(ctx: AuthorContext, t: dict, v: Value) -> None:
   if not str(v.value).startswith(("https://", "http://")):
     raise AuthoringError("receipt_not_a_web_link", str(v.value))
-  ctx.call(
-    S,
-    "add_expense_item",
-    report_id=t["report"]["id"],
-    date=t["date"],
-    merchant=t["merchant"],
-    category=t["category"],
-    amount=t["amount"],
-    receipt_url=v.value,
-  )
+  _add_item(ctx, t, t["amount"], receipt_url=v.value)
 
 
 facets.sink(
@@ -361,12 +345,8 @@ facets.sink(
   "attach_receipt",
   prepare=_receipt_target,
   act=_attach,
-  check=lambda ctx, t, v: exists(
-    S,
-    "expenses",
-    where("report_id", t["report"]["id"]),
-    where("receipt_url", v.value),
-    amount_is("amount", t["amount"]),
+  check=lambda ctx, t, v: _item_on(
+    t, where("receipt_url", v.value), amount_is("amount", t["amount"])
   ),
   phrase=lambda ctx, t, obj: (
     f"add the {t['amount']:,.2f} {t['category']} expense from {t['merchant']} dated "
@@ -382,23 +362,21 @@ facets.sink(
 
 def _total_first(ctx: AuthorContext) -> tuple[Found, dict]:
   t = _my_draft(ctx, items=ctx.rng.randint(1, 3))
-  found = Found(
-    "money",
+  found = found_money(
     f'the current total of my draft "{t["title"]}" expense report',
     [home_money(ctx, t["report"]["total"])],
-    context={"currency": t["report"]["currency"]},
+    t["report"]["currency"],
   )
   return found, t
 
 
 def _total_second(ctx: AuthorContext, t: dict) -> Found:
   report = ctx.call(S, "get_report", report_id=t["report"]["id"])
-  return Found(
-    "money",
+  return found_money(
     f'the new total of the "{t["title"]}" expense report',
     [home_money(ctx, report["total"])],
     stale=t["report"]["total"],
-    context={"currency": report["currency"]},
+    currency=report["currency"],
   )
 
 

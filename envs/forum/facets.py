@@ -7,7 +7,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext
 from compoworld.tasks.facets import Found, facets
 from compoworld.tasks.rubric import exists, where
-from envs._facets_common import colleague, found_one, iso, topic
+from envs._facets_common import colleague, found_one, iso, mentions, topic
 
 S = "forum"
 
@@ -62,9 +62,7 @@ for kind in ("url", "text"):
       title=t["title"],
       body=f"Quick update: {v.value}",
     ),
-    check=lambda ctx, t, v: exists(
-      S, "posts", where("title", t["title"]), where("body", str(v.value), "icontains")
-    ),
+    check=lambda ctx, t, v: exists(S, "posts", where("title", t["title"]), mentions("body", v)),
     phrase=lambda ctx, t, obj: (
       f'share {obj} in a new post titled "{t["title"]}" in {t["community"]["name"]}'
     ),

@@ -9,7 +9,16 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
-from envs._facets_common import amount_is, currency_of, found_one, iso, money, topic
+from envs._facets_common import (
+  amount_is,
+  currency_of,
+  found_money,
+  found_one,
+  iso,
+  money,
+  since,
+  topic,
+)
 from envs._world import world
 
 S = "fx"
@@ -61,11 +70,8 @@ def _deposits(ctx: AuthorContext, wallet: dict, prefix: str) -> list[dict]:
 def wallet_balance(ctx: AuthorContext) -> Found:
   code = ctx.choice(CENT_WALLETS)
   wallet = ctx.call(S, "get_wallet", wallet_id=_wallet(ctx, code)["id"])
-  return Found(
-    "money",
-    f"the current balance of our {code} wallet",
-    [money(wallet["balance"], code)],
-    context={"currency": code},
+  return found_money(
+    f"the current balance of our {code} wallet", [money(wallet["balance"], code)], code
   )
 
 
@@ -76,11 +82,10 @@ def customer_deposit(ctx: AuthorContext) -> Found:
   ref = f"Payment from {cust} for {name}"
   _put_deposits(ctx, _wallet(ctx, code), [ref])
   (deposit,) = _deposits(ctx, _wallet(ctx, code), ref)
-  return Found(
-    "money",
+  return found_money(
     f"the amount {cust} paid into our {code} wallet for {name}",
     [money(deposit["amount"], code)],
-    context={"currency": code},
+    code,
   )
 
 
@@ -93,11 +98,10 @@ def instalments(ctx: AuthorContext) -> Found:
   refs = [f"{prefix} {k} - {cust}" for k in range(1, count + 1)]
   _put_deposits(ctx, _wallet(ctx, code), refs)
   found = _deposits(ctx, _wallet(ctx, code), prefix)
-  return Found(
-    "money",
+  return found_money(
     f'the amounts of the {count} "{name}" instalments {cust} paid into our {code} wallet',
     [money(t["amount"], code) for t in found],
-    context={"currency": code},
+    code,
   )
 
 
@@ -138,11 +142,8 @@ def converted(ctx: AuthorContext, found: Found) -> Found | None:
     for a in amounts
   ]
   what = "that amount" if len(out) == 1 else "those amounts"
-  return Found(
-    "money",
-    f"{what} converted from {frm} to {to} at today's rate",
-    [money(a, to) for a in out],
-    context={"currency": to},
+  return found_money(
+    f"{what} converted from {frm} to {to} at today's rate", [money(a, to) for a in out], to
   )
 
 
@@ -188,36 +189,37 @@ def _deposit_text(ctx: AuthorContext, t: dict, v: Value) -> str:
   return f'{v.label} is deposited in the {code} wallet ("{t["reference"]}").'
 
 
+def _recorded(ctx: AuthorContext, kind: str, *conds: dict) -> dict:
+  """A rubric condition: the agent recorded a ``kind`` of money movement that meets ``conds``."""
+  return exists(S, "transfers", where("kind", kind), *conds, since(ctx, S, "at"))
+
+
 def _deposit_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
-  return exists(
-    S,
-    "transfers",
-    where("kind", "deposit"),
+  return _recorded(
+    ctx,
+    "deposit",
     *_known(t, "wallet", "to_wallet_id"),
     where("reference", t["reference"]),
     amount_is("amount", float(v.value)),
-    where("at", ctx.since(S), "ge"),
   )
 
 
-for _name, _aggregates, _what in (
-  ("deposit_amount", False, "deposit {obj}"),
-  ("deposit_total", True, "make one deposit of {obj}"),
-):
-  facets.sink(
-    S,
-    "money",
-    _name,
-    prepare=lambda ctx: {"reference": f"{topic(ctx)} receipts"},
-    act=_deposit,
-    check=_deposit_check,
-    phrase=lambda ctx, t, obj, what=_what: (
-      f"{what.format(obj=obj)} into our {t['wallet']['currency']} wallet with the reference "
-      f'"{t["reference"]}"'
-    ),
-    text=_deposit_text,
-    aggregates=_aggregates,
-  )
+def _deposit_phrase(t: dict, what: str) -> str:
+  return f'{what} into our {t["wallet"]["currency"]} wallet with the reference "{t["reference"]}"'
+
+
+facets.sink(
+  S,
+  "money",
+  "deposit_amount",
+  total="deposit_total",
+  prepare=lambda ctx: {"reference": f"{topic(ctx)} receipts"},
+  act=_deposit,
+  check=_deposit_check,
+  phrase=lambda ctx, t, obj: _deposit_phrase(t, f"deposit {obj}"),
+  total_phrase=lambda ctx, t, obj: _deposit_phrase(t, f"make one deposit of {obj}"),
+  text=_deposit_text,
+)
 
 
 def _transfer(ctx: AuthorContext, t: dict, v: Value) -> None:
@@ -246,15 +248,13 @@ facets.sink(
   "fund_wallet",
   prepare=lambda ctx: {"reference": f"{topic(ctx)} funding"},
   act=_transfer,
-  check=lambda ctx, t, v: exists(
-    S,
-    "transfers",
-    where("kind", "transfer"),
+  check=lambda ctx, t, v: _recorded(
+    ctx,
+    "transfer",
     *_known(t, "source", "from_wallet_id"),
     *_known(t, "target", "to_wallet_id"),
     where("reference", t["reference"]),
     amount_is("amount", float(v.value)),
-    where("at", ctx.since(S), "ge"),
   ),
   phrase=lambda ctx, t, obj: (
     f"move {obj} from our {t['source']['currency']} wallet to our "
@@ -288,14 +288,12 @@ facets.sink(
   "deposit_under_reference",
   prepare=_receipt_target,
   act=_deposit_under,
-  check=lambda ctx, t, v: exists(
-    S,
-    "transfers",
-    where("kind", "deposit"),
+  check=lambda ctx, t, v: _recorded(
+    ctx,
+    "deposit",
     where("to_wallet_id", t["wallet"]["id"]),
     where("reference", str(v.value)),
     amount_is("amount", t["amount"]),
-    where("at", ctx.since(S), "ge"),
   ),
   phrase=lambda ctx, t, obj: (
     f"record the {t['amount']:,.2f} {t['code']} payment from {t['customer']} as a deposit "
@@ -313,23 +311,19 @@ def _balance_first(ctx: AuthorContext) -> tuple[Found, dict]:
   code = ctx.choice(CENT_WALLETS)
   wallet = ctx.call(S, "get_wallet", wallet_id=_wallet(ctx, code)["id"])
   t = {"wallet": wallet, "code": code, "reference": f"{topic(ctx)} top-up"}
-  found = Found(
-    "money",
-    f"the current balance of our {code} wallet",
-    [money(wallet["balance"], code)],
-    context={"currency": code},
+  found = found_money(
+    f"the current balance of our {code} wallet", [money(wallet["balance"], code)], code
   )
   return found, t
 
 
 def _balance_second(ctx: AuthorContext, t: dict) -> Found:
   wallet = ctx.call(S, "get_wallet", wallet_id=t["wallet"]["id"])
-  return Found(
-    "money",
+  return found_money(
     f"the new balance of our {t['code']} wallet",
     [money(wallet["balance"], t["code"])],
     stale=t["wallet"]["balance"],
-    context={"currency": t["code"]},
+    currency=t["code"],
   )
 
 

@@ -8,7 +8,7 @@ from datetime import date, timedelta
 from compoworld.tasks.authoring import AuthorContext
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
-from envs._facets_common import found_one
+from envs._facets_common import found_one, since
 from envs.geo.service import forecast_id
 
 S = "geo"
@@ -100,7 +100,7 @@ facets.sink(
     where("place_id", p["id"]),
     where("condition", v.value),
     where("active", True),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, p, obj: f"set up a weather alert for {obj} at {p['name']} in {p['city']}",
   text=lambda ctx, p, v: f"An active {v.label} alert watches {p['name']}.",

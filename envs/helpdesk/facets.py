@@ -9,7 +9,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import found_one, found_time, iso, topic, user_email
+from envs._facets_common import found_one, found_people, found_time, iso, since, topic, user_email
 from envs.helpdesk.state import SLA_HOURS
 
 S = "helpdesk"
@@ -151,13 +151,8 @@ def incident_reporters(ctx: AuthorContext) -> Found:
   hits = ctx.call(S, "search_tickets", tag=tag, limit=50)["items"]
   going = [t["requester"] for t in hits if t["status"] in ("new", "open", "pending")]
   done = [t["requester"] for t in hits if t["status"] in ("solved", "closed")]
-  return Found(
-    "person.email",
-    f'the customers who reported the {code} incident (their tickets are tagged "{tag}")',
-    [Value(e, e) for e in going],
-    excluded=[Value(e, e) for e in done],
-    exclusion="whose ticket is already solved",
-  )
+  noun = f'the customers who reported the {code} incident (their tickets are tagged "{tag}")'
+  return found_people(noun, going, done, "whose ticket is already solved")
 
 
 @facets.source(S, "datetime")
@@ -230,7 +225,7 @@ def _comment_check(ctx: AuthorContext, ticket: dict, text: str, public: bool) ->
     where("ticket_id", ticket["id"]),
     where("public", public),
     where("body", text, "icontains"),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   )
 
 
@@ -319,7 +314,7 @@ facets.sink(
     "tickets",
     where("subject", str(v.value)),
     where("requester", r["id"]),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, r, obj: (
     f"open a support ticket for {r['name']} ({r['id']}) of {r['organization']} with {obj} "

@@ -10,7 +10,17 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import day_of, found_day, found_one, in_use, iso, user_email
+from envs._facets_common import (
+  day_of,
+  found_day,
+  found_one,
+  found_people,
+  in_use,
+  iso,
+  pick_free,
+  since,
+  user_email,
+)
 from envs._world import DEPARTMENTS, TITLES
 from envs.hris.service import LEAVE_NOTES, Employee
 
@@ -28,25 +38,17 @@ def _pick(
   ctx: AuthorContext, ok: Callable[[Employee], bool] = lambda e: True, reserve: bool = True
 ) -> Employee:
   """An active employee other than the user and the CEO whom nobody reports to."""
-  busy = in_use(ctx, S)
-  options = sorted(
-    (
-      e
-      for e in ctx.state(S).employees
-      if e.status == "active"
-      and e.manager_id is not None
-      and e.email != user_email(ctx)
-      and e.id not in busy
-      and e.updated_at.isoformat() < ctx.since(S)
-      and not _is_manager(ctx, e)
-      and ok(e)
-    ),
-    key=lambda e: e.id,
+  options = (
+    e
+    for e in ctx.state(S).employees
+    if e.status == "active"
+    and e.manager_id is not None
+    and e.email != user_email(ctx)
+    and e.updated_at.isoformat() < ctx.since(S)
+    and not _is_manager(ctx, e)
+    and ok(e)
   )
-  emp = ctx.choice(options)
-  if reserve:
-    busy.add(emp.id)
-  return emp
+  return pick_free(ctx, S, options, reserve)
 
 
 def _find(ctx: AuthorContext, name: str) -> dict:
@@ -61,8 +63,18 @@ def _by_email(ctx: AuthorContext, email: object) -> Employee | None:
   return next((e for e in ctx.state(S).employees if e.email == address), None)
 
 
-def _since(ctx: AuthorContext):
-  return where("recorded_at", ctx.since(S), "ge")
+def _history(ctx: AuthorContext, t: dict, v: Value, kind: str, *also: dict) -> dict:
+  """A rubric condition: ``t``'s job history has a ``kind`` entry, effective the date ``v``
+  names, that the agent recorded and that meets ``also``."""
+  return exists(
+    S,
+    "job_history",
+    where("employee_id", t["id"]),
+    where("kind", kind),
+    *also,
+    where("effective_date", str(v.value)),
+    since(ctx, S, "recorded_at"),
+  )
 
 
 # --- sources -------------------------------------------------------------------------------
@@ -130,12 +142,11 @@ def team_by_title(ctx: AuthorContext) -> Found:
     )
   hits = ctx.call(S, "search_employees", department=dept, title=title, limit=100)["items"]
   hits = [h for h in hits if h["title"] == title]
-  return Found(
-    "person.email",
+  return found_people(
     f"the {title}s in the {dept} department",
-    [Value(h["email"], h["email"]) for h in hits if h["status"] == "active"],
-    excluded=[Value(h["email"], h["email"]) for h in hits if h["status"] == "on_leave"],
-    exclusion="who is on leave",
+    [h["email"] for h in hits if h["status"] == "active"],
+    [h["email"] for h in hits if h["status"] == "on_leave"],
+    "who is on leave",
   )
 
 
@@ -268,15 +279,7 @@ facets.sink(
   "record_role_change",
   prepare=_role_change_target,
   act=_change_role,
-  check=lambda ctx, t, v: exists(
-    S,
-    "job_history",
-    where("employee_id", t["id"]),
-    where("kind", "job_change"),
-    where("title", t["title"]),
-    where("effective_date", str(v.value)),
-    _since(ctx),
-  ),
+  check=lambda ctx, t, v: _history(ctx, t, v, "job_change", where("title", t["title"])),
   phrase=lambda ctx, t, obj: (
     f"record {t['name']}'s move to the {t['title']} role in the HR directory, effective {obj}"
   ),
@@ -309,14 +312,7 @@ facets.sink(
   "process_resignation",
   prepare=_resignation_target,
   act=_terminate,
-  check=lambda ctx, t, v: exists(
-    S,
-    "job_history",
-    where("employee_id", t["id"]),
-    where("kind", "termination"),
-    where("effective_date", str(v.value)),
-    _since(ctx),
-  ),
+  check=lambda ctx, t, v: _history(ctx, t, v, "termination"),
   phrase=lambda ctx, t, obj: (
     f"process {t['name']}'s resignation in the HR directory with {obj} as their last working day"
   ),
@@ -373,15 +369,7 @@ facets.revisit(
   act=_transfer,
   check=lambda ctx, t, v: all_of(
     record_is(S, "employees", t["id"], "department", t["to"]),
-    exists(
-      S,
-      "job_history",
-      where("employee_id", t["id"]),
-      where("kind", "transfer"),
-      where("department", t["to"]),
-      where("effective_date", str(v.value)),
-      _since(ctx),
-    ),
+    _history(ctx, t, v, "transfer", where("department", t["to"])),
   ),
   phrase=lambda ctx, t, obj: (
     f"record {t['name']}'s transfer to the {t['to']} department, effective {obj}, "

@@ -9,7 +9,7 @@ from datetime import timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
-from envs._facets_common import found_one, fresh_number, iso, s0_now, units
+from envs._facets_common import found_one, fresh_number, iso, s0_now, since, units
 
 S = "inventory"
 
@@ -265,7 +265,7 @@ facets.sink(
     where("warehouse", t["wh"]["id"]),
     where("reason", "receipt"),
     where("delta", t["qty"]),
-    where("at", ctx.since(S), "ge"),
+    since(ctx, S, "at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"receive {t['qty']} units of the {t['name']} ({t['sku']}) into the {t['wh']['name']} "

@@ -11,7 +11,18 @@ from typing import Any
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import amount_is, currency_of, found_one, fresh_number, iso, money, topic
+from envs._facets_common import (
+  amount_is,
+  currency_of,
+  found_money,
+  found_one,
+  found_people,
+  fresh_number,
+  iso,
+  money,
+  since,
+  topic,
+)
 from envs.invoicing.state import PRICE_LIST_RATE, _totals
 from envs.invoicing.tools import InvoicingService
 
@@ -130,27 +141,28 @@ def _due(inv: dict) -> Value:
   return money(inv["amount_due"], inv["currency"])
 
 
+def _invoice_found(ctx: AuthorContext, kinds: tuple[str, ...]) -> tuple[str, Any, dict]:
+  """A scenario invoice of one of ``kinds`` to a customer, found by its memo as an agent would:
+  (memo, customer, invoice)."""
+  memo, cust = topic(ctx), ctx.choice(_customers(ctx))
+  _scenario_invoice(ctx, cust, memo, ctx.choice(kinds))
+  return memo, cust, _find(ctx, memo)
+
+
 # --- sources -----------------------------------------------------------------------------
 
 
 @facets.source(S, "money")
 def amount_due(ctx: AuthorContext) -> Found:
-  memo, cust = topic(ctx), ctx.choice(_customers(ctx))
-  _scenario_invoice(ctx, cust, memo, ctx.choice(("open", "partial", "overdue")))
-  inv = _find(ctx, memo)
-  return Found(
-    "money",
-    f'the amount still due on the "{memo}" invoice to {cust.name}',
-    [_due(inv)],
-    context={"currency": inv["currency"]},
+  memo, cust, inv = _invoice_found(ctx, ("open", "partial", "overdue"))
+  return found_money(
+    f'the amount still due on the "{memo}" invoice to {cust.name}', [_due(inv)], inv["currency"]
   )
 
 
 @facets.source(S, "reference")
 def invoice_number(ctx: AuthorContext) -> Found:
-  memo, cust = topic(ctx), ctx.choice(_customers(ctx))
-  _scenario_invoice(ctx, cust, memo, ctx.choice(("open", "overdue", "paid")))
-  inv = _find(ctx, memo)
+  memo, cust, inv = _invoice_found(ctx, ("open", "overdue", "paid"))
   return found_one(
     "reference", f'the invoice number of the "{memo}" invoice we sent {cust.name}', inv["reference"]
   )
@@ -158,9 +170,7 @@ def invoice_number(ctx: AuthorContext) -> Found:
 
 @facets.source(S, "person.email")
 def billing_contact(ctx: AuthorContext) -> Found:
-  memo, cust = topic(ctx), ctx.choice(_customers(ctx))
-  _scenario_invoice(ctx, cust, memo, ctx.choice(("open", "overdue")))
-  inv = _find(ctx, memo)
+  memo, _, inv = _invoice_found(ctx, ("open", "overdue"))
   return found_one(
     "person.email", f'the billing email on the "{memo}" invoice', inv["billing_email"]
   )
@@ -179,13 +189,8 @@ def unpaid_billing_contacts(ctx: AuthorContext) -> Found:
   invoices = [ctx.call(S, "get_invoice", invoice_id=i["id"]) for i in hits]
   unpaid = [i["billing_email"] for i in invoices if i["status"] != "paid"]
   paid = [i["billing_email"] for i in invoices if i["status"] == "paid"]
-  return Found(
-    "person.email",
-    f'the billing contacts on our "{memo}" invoices',
-    [Value(e, e) for e in unpaid],
-    excluded=[Value(e, e) for e in paid],
-    exclusion="whose invoice is already paid",
-  )
+  noun = f'the billing contacts on our "{memo}" invoices'
+  return found_people(noun, unpaid, paid, "whose invoice is already paid")
 
 
 @facets.source(S, "money")
@@ -197,11 +202,10 @@ def milestone_amounts(ctx: AuthorContext) -> Found:
     _scenario_invoice(ctx, cust, f"{name} milestone {k}", ctx.choice(("open", "overdue")))
   hits = ctx.call(S, "list_invoices", query=f"{name} milestone")["items"]
   hits = sorted((i for i in hits if i["memo"].startswith(name)), key=lambda i: i["memo"])
-  return Found(
-    "money",
+  return found_money(
     f'the amounts due on the {count} "{name}" milestone invoices to {cust.name}',
     [_due(i) for i in hits],
-    context={"currency": cust.currency},
+    cust.currency,
   )
 
 
@@ -248,11 +252,8 @@ def open_balance_of(ctx: AuthorContext, found: Found) -> Found | None:
   hit = _customer_named(ctx, name)
   balance = ctx.call(S, "customer_balance", customer_id=hit["id"])
   owed, currency = balance["balance"], balance["currency"]
-  return Found(
-    "money",
-    "how much that customer still owes us on open invoices",
-    [money(owed, currency)],
-    context={"currency": currency},
+  return found_money(
+    "how much that customer still owes us on open invoices", [money(owed, currency)], currency
   )
 
 
@@ -284,11 +285,8 @@ def invoice_total(ctx: AuthorContext, found: Found) -> Found | None:
     kind = ctx.choice(("open", "paid"))
     _scenario_invoice(ctx, cust, memo, kind, reference=ref, exact=total)
   inv = ctx.call(S, "get_invoice", invoice_id=ref)
-  return Found(
-    "money",
-    "the total billed on that invoice",
-    [money(inv["total"], inv["currency"])],
-    context={"currency": inv["currency"]},
+  return found_money(
+    "the total billed on that invoice", [money(inv["total"], inv["currency"])], inv["currency"]
   )
 
 
@@ -321,7 +319,7 @@ facets.sink(
     where("customer_id", t["customer_id"]),
     where("memo", t["memo"]),
     where("lines.sku", v.value),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"create a draft invoice to {t['customer']} for one unit of {obj} at list price, with "
@@ -423,27 +421,26 @@ def _payment_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
     "payments",
     where("invoice_id", t["id"]),
     amount_is("amount", float(v.value)),
-    where("received_at", ctx.since(S), "ge"),
+    since(ctx, S, "received_at"),
   )
 
 
-for _name, _aggregates, _what in (
-  ("record_payment", False, "a wire payment of {obj}"),
-  ("record_total_payment", True, "one wire payment for {obj}"),
-):
-  facets.sink(
-    S,
-    "money",
-    _name,
-    prepare=_open_target,
-    act=_pay,
-    check=_payment_check,
-    phrase=lambda ctx, t, obj, what=_what: (
-      f'record {what.format(obj=obj)} against the "{t["memo"]}" invoice to {t["customer"]}'
-    ),
-    text=lambda ctx, t, v: f'A {v.label} payment is recorded on the "{t["memo"]}" invoice.',
-    aggregates=_aggregates,
-  )
+def _payment_phrase(t: dict, what: str) -> str:
+  return f'record {what} against the "{t["memo"]}" invoice to {t["customer"]}'
+
+
+facets.sink(
+  S,
+  "money",
+  "record_payment",
+  total="record_total_payment",
+  prepare=_open_target,
+  act=_pay,
+  check=_payment_check,
+  phrase=lambda ctx, t, obj: _payment_phrase(t, f"a wire payment of {obj}"),
+  total_phrase=lambda ctx, t, obj: _payment_phrase(t, f"one wire payment for {obj}"),
+  text=lambda ctx, t, v: f'A {v.label} payment is recorded on the "{t["memo"]}" invoice.',
+)
 
 
 def _credit(ctx: AuthorContext, t: dict, v: Value) -> None:
@@ -466,7 +463,7 @@ facets.sink(
     "credit_notes",
     where("invoice_id", t["id"]),
     amount_is("amount", float(v.value)),
-    where("issued_at", ctx.since(S), "ge"),
+    since(ctx, S, "issued_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f'issue a credit note for {obj} on the "{t["memo"]}" invoice to {t["customer"]}, with '
@@ -488,23 +485,21 @@ def _due_first(ctx: AuthorContext) -> tuple[Found, dict]:
   kind = ctx.choice(("open", "partial", "overdue"))
   _scenario_invoice(ctx, t["cust"], t["memo"], kind, size, record_id=t["id"])
   inv = t["invoice"] = _find(ctx, t["memo"])
-  found = Found(
-    "money",
+  found = found_money(
     f'the amount still due on the "{t["memo"]}" invoice to {t["customer"]}',
     [_due(inv)],
-    context={"currency": inv["currency"]},
+    inv["currency"],
   )
   return found, t
 
 
 def _due_second(ctx: AuthorContext, t: dict) -> Found:
   inv = ctx.call(S, "get_invoice", invoice_id=t["invoice"]["id"])
-  return Found(
-    "money",
+  return found_money(
     f'the amount now due on the "{t["memo"]}" invoice',
     [_due(inv)],
     stale=t["invoice"]["amount_due"],
-    context={"currency": inv["currency"]},
+    currency=inv["currency"],
   )
 
 

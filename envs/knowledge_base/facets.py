@@ -7,8 +7,8 @@ from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext
 from compoworld.tasks.facets import Found, Value, facets
-from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import colleague, found_one, iso, topic
+from compoworld.tasks.rubric import exists, record_is, where
+from envs._facets_common import colleague, found_one, iso, mentions, moved_to, since, topic
 from envs._world import world
 
 S = "knowledge_base"
@@ -232,7 +232,7 @@ facets.sink(
     where("section_id", sec["id"]),
     where("title", str(v.value)),
     where("status", "draft"),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, sec, obj: (
     f'start a draft help-center article in the "{sec["name"]}" section with {obj} as its title'
@@ -334,10 +334,7 @@ for kind in ("text", "url"):
     second=_status_second,
     change="finish_and_publish",
     act=_finish,
-    check=lambda ctx, a, v: all_of(
-      record_is(S, "articles", a["id"], "status", "published"),
-      record_is(S, "articles", a["id"], "body", str(v.value), "icontains"),
-    ),
+    check=lambda ctx, a, v: moved_to(S, "articles", a["id"], "published", mentions("body", v)),
     phrase=lambda ctx, a, obj: f"add {obj} at the end of that draft and publish it",
     text=lambda ctx, a, v: f'"{a["title"]}" is published and includes {v.label}.',
     single=True,

@@ -13,10 +13,12 @@ from compoworld.tasks.rubric import exists, where
 from envs._facets_common import (
   amount_is,
   currency_of,
+  found_home_money,
   found_one,
   fresh_number,
   home_money,
   iso,
+  since,
   today,
   topic,
 )
@@ -159,11 +161,10 @@ def bill_amounts(ctx: AuthorContext) -> Found:
   hits = ctx.call(S, "list_entries", query=f"{vendor.name} {name}")["items"]
   prefix = f"Bill from {vendor.name} - {name}"
   hits = sorted((e for e in hits if e["memo"].startswith(prefix)), key=lambda e: e["memo"])
-  return Found(
-    "money",
+  return found_home_money(
+    ctx,
     f"the amounts of the {count} {vendor.name} bills for {name} in the ledger",
-    [home_money(ctx, e["total"]) for e in hits],
-    context={"currency": world(ctx.env.seed).currency},
+    [e["total"] for e in hits],
   )
 
 
@@ -174,11 +175,8 @@ def account_balance(ctx: AuthorContext) -> Found:
   name = ctx.choice([a.name for a in state.accounts if a.name in WATCHED and _net(ctx, a) > 0])
   account = next(a for a in ctx.call(S, "list_accounts", query=name)["items"] if a["name"] == name)
   balance = ctx.call(S, "get_account_balance", account_code=account["id"])
-  return Found(
-    "money",
-    f"the current balance of the {name} account in the ledger",
-    [home_money(ctx, balance["balance"])],
-    context={"currency": world(ctx.env.seed).currency},
+  return found_home_money(
+    ctx, f"the current balance of the {name} account in the ledger", [balance["balance"]]
   )
 
 
@@ -196,11 +194,8 @@ def cash_on_date(ctx: AuthorContext, found: Found) -> Found | None:
     return None
   cash = next(a for a in ctx.call(S, "list_accounts", query="Cash")["items"] if a["name"] == "Cash")
   balance = ctx.call(S, "get_account_balance", account_code=cash["id"], as_of=day)
-  return Found(
-    "money",
-    "the balance of the Cash account in the ledger as of that date",
-    [home_money(ctx, balance["balance"])],
-    context={"currency": world(ctx.env.seed).currency},
+  return found_home_money(
+    ctx, "the balance of the Cash account in the ledger as of that date", [balance["balance"]]
   )
 
 
@@ -226,11 +221,8 @@ def booked_under(ctx: AuthorContext, found: Found) -> Found | None:
   hits = [e for e in hits if e["reference"] == ref and not e["reversal_of"]]
   if not hits:
     return None
-  return Found(
-    "money",
-    "the amount booked in the ledger under that reference",
-    [home_money(ctx, hits[0]["total"])],
-    context={"currency": world(ctx.env.seed).currency},
+  return found_home_money(
+    ctx, "the amount booked in the ledger under that reference", [hits[0]["total"]]
   )
 
 
@@ -248,26 +240,35 @@ def _entry_target(ctx: AuthorContext) -> dict:
   }
 
 
-def _post(ctx: AuthorContext, t: dict, v: Value) -> None:
+def _posted(ctx: AuthorContext, *conds: dict) -> dict:
+  """A rubric condition: the agent posted a journal entry that meets ``conds``."""
+  return exists(S, "entries", *conds, since(ctx, S, "posted_at"))
+
+
+def _book(ctx: AuthorContext, t: dict, v: Value, debit: str, credit: str) -> None:
+  """Posts the amount ``v`` names on ``t``'s date under its memo: ``debit`` debited, ``credit``
+  credited."""
   amount = _check_amount(ctx, v)
   ctx.call(
     S,
     "post_journal_entry",
     date=t["date"],
     memo=t["memo"],
-    lines=[{"account": t["account"], "debit": amount}, {"account": "2000", "credit": amount}],
+    lines=[{"account": debit, "debit": amount}, {"account": credit, "credit": amount}],
   )
 
 
+def _post(ctx: AuthorContext, t: dict, v: Value) -> None:
+  _book(ctx, t, v, t["account"], "2000")  # a bill: the expense against Accounts Payable
+
+
 def _post_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
-  return exists(
-    S,
-    "entries",
+  return _posted(
+    ctx,
     where("memo", t["memo"]),
     where("lines.account", t["account"], "contains"),
     where("lines.account", "2000", "contains"),
     amount_is("total", float(v.value)),
-    where("posted_at", ctx.since(S), "ge"),
   )
 
 
@@ -314,13 +315,8 @@ facets.sink(
   "book_bill_under",
   prepare=_bill_target,
   act=_post_bill,
-  check=lambda ctx, t, v: exists(
-    S,
-    "entries",
-    where("reference", str(v.value)),
-    where("memo", t["memo"]),
-    amount_is("total", t["amount"]),
-    where("posted_at", ctx.since(S), "ge"),
+  check=lambda ctx, t, v: _posted(
+    ctx, where("reference", str(v.value)), where("memo", t["memo"]), amount_is("total", t["amount"])
   ),
   phrase=lambda ctx, t, obj: (
     f"post a journal entry of {t['amount']:,.2f} dated {t['date']} with the memo "
@@ -363,13 +359,8 @@ facets.sink(
   "accrue_on",
   prepare=_accrual_target,
   act=_accrue,
-  check=lambda ctx, t, v: exists(
-    S,
-    "entries",
-    where("memo", t["memo"]),
-    where("date", str(v.value)[:10]),
-    amount_is("total", t["amount"]),
-    where("posted_at", ctx.since(S), "ge"),
+  check=lambda ctx, t, v: _posted(
+    ctx, where("memo", t["memo"]), where("date", str(v.value)[:10]), amount_is("total", t["amount"])
   ),
   phrase=lambda ctx, t, obj: (
     f'post a {t["amount"]:,.2f} accrual with the memo "{t["memo"]}" on {obj}, debiting '
@@ -418,34 +409,20 @@ def _project_account(ctx: AuthorContext) -> dict:
 
 def _balance_first(ctx: AuthorContext) -> tuple[Found, dict]:
   t = _project_account(ctx)
-  found = Found(
-    "money",
-    f"the current balance of the {t['name']} account in the ledger",
-    [home_money(ctx, t["balance"])],
-    context={"currency": world(ctx.env.seed).currency},
+  found = found_home_money(
+    ctx, f"the current balance of the {t['name']} account in the ledger", [t["balance"]]
   )
   return found, t
 
 
 def _post_to_project(ctx: AuthorContext, t: dict, v: Value) -> None:
-  amount = _check_amount(ctx, v)
-  ctx.call(
-    S,
-    "post_journal_entry",
-    date=t["date"],
-    memo=t["memo"],
-    lines=[{"account": t["code"], "debit": amount}, {"account": "1000", "credit": amount}],
-  )
+  _book(ctx, t, v, t["code"], "1000")  # paid from Cash
 
 
 def _balance_second(ctx: AuthorContext, t: dict) -> Found:
   balance = ctx.call(S, "get_account_balance", account_code=t["code"])
-  return Found(
-    "money",
-    f"the new balance of the {t['name']} account",
-    [home_money(ctx, balance["balance"])],
-    stale=t["balance"],
-    context={"currency": world(ctx.env.seed).currency},
+  return found_home_money(
+    ctx, f"the new balance of the {t['name']} account", [balance["balance"]], stale=t["balance"]
   )
 
 
@@ -459,13 +436,11 @@ facets.revisit(
   second=_balance_second,
   change="post_to_project_account",
   act=_post_to_project,
-  check=lambda ctx, t, v: exists(
-    S,
-    "entries",
+  check=lambda ctx, t, v: _posted(
+    ctx,
     where("memo", t["memo"]),
     where("lines.account", t["code"], "contains"),
     amount_is("total", float(v.value)),
-    where("posted_at", ctx.since(S), "ge"),
   ),
   phrase=lambda ctx, t, obj: (
     f'post a journal entry for {obj} dated {t["date"]} with the memo "{t["memo"]}", '

@@ -9,7 +9,16 @@ from itertools import pairwise
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Revisit, Sink, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import found_one, found_time, iso, time_label, topic, user_email
+from envs._facets_common import (
+  found_one,
+  found_people,
+  found_time,
+  iso,
+  mentions,
+  time_label,
+  topic,
+  user_email,
+)
 from envs._world import world
 from envs.maps.state import haversine_km, travel
 
@@ -129,13 +138,8 @@ def place_reviewers(ctx: AuthorContext) -> Found:
     dict.fromkeys(r["author"] for r in reviews if r["rating"] >= 3 and r["author"] != me)
   )
   panned = [r["author"] for r in reviews if r["rating"] < 3 and r["author"] != me]
-  return Found(
-    "person.email",
-    f"the people who reviewed {place.name} in {place.city}",
-    [Value(e, e) for e in liked],
-    excluded=[Value(e, e) for e in panned],
-    exclusion="who gave it fewer than 3 stars",
-  )
+  noun = f"the people who reviewed {place.name} in {place.city}"
+  return found_people(noun, liked, panned, "who gave it fewer than 3 stars")
 
 
 @facets.source(S, "number")
@@ -298,7 +302,7 @@ facets.sink(
     where("place_id", t["id"]),
     where("author", user_email(ctx)),
     where("rating", t["stars"]),
-    where("text", str(v.value), "icontains"),
+    mentions("text", v),
   ),
   phrase=lambda ctx, t, obj: (
     f"post {obj} as my {t['stars']}-star review of {t['name']} in {t['city']}"

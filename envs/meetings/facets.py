@@ -12,10 +12,12 @@ from envs._facets_common import (
   colleague,
   day_label,
   found_one,
+  found_people,
   found_time,
   future_slot,
   future_time,
   iso,
+  mentions,
   name_of,
   time_label,
   topic,
@@ -112,12 +114,11 @@ def approved_registrants(ctx: AuthorContext) -> Found:
     _register(ctx, meeting, p.email, status)
   found = _find(ctx, meeting["topic"], status="scheduled")
   regs = ctx.call(S, "list_registrants", meeting_id=found["id"], limit=100)["items"]
-  return Found(
-    "person.email",
+  return found_people(
     f'the approved registrants of the "{found["topic"]}" video meeting',
-    [Value(r["email"], r["email"]) for r in regs if r["status"] == "approved"],
-    excluded=[Value(r["email"], r["email"]) for r in regs if r["status"] == "declined"],
-    exclusion="whose registration for it was declined",
+    [r["email"] for r in regs if r["status"] == "approved"],
+    [r["email"] for r in regs if r["status"] == "declined"],
+    "whose registration for it was declined",
   )
 
 
@@ -301,6 +302,12 @@ facets.sink(
 )
 
 
+def _meeting_at(t: dict, start: str, condition: dict) -> dict:
+  """A rubric condition: a meeting on ``t``'s topic starts at ``start`` and meets
+  ``condition``."""
+  return exists(S, "meetings", where("topic", t["topic"]), where("start", start), condition)
+
+
 def _start_of(ctx: AuthorContext, v: Value) -> str:
   """The incoming time as the service prints it; it must lie ahead to be scheduled."""
   return future_time(ctx, S, v, "start_in_past").isoformat()
@@ -314,12 +321,8 @@ facets.sink(
   act=lambda ctx, t, v: ctx.call(
     S, "schedule_meeting", topic=t["topic"], start=_start_of(ctx, v), duration_minutes=30
   ),
-  check=lambda ctx, t, v: exists(
-    S,
-    "meetings",
-    where("topic", t["topic"]),
-    where("start", datetime.fromisoformat(str(v.value)).isoformat()),
-    where("status", "scheduled"),
+  check=lambda ctx, t, v: _meeting_at(
+    t, datetime.fromisoformat(str(v.value)).isoformat(), where("status", "scheduled")
   ),
   phrase=lambda ctx, t, obj: f'schedule a 30-minute video meeting "{t["topic"]}" at {obj}',
   text=lambda ctx, t, v: f'The video meeting "{t["topic"]}" is scheduled at {v.label}.',
@@ -345,13 +348,7 @@ for kind in ("text", "url"):
       duration_minutes=30,
       agenda=f"Agenda: {v.value}",
     ),
-    check=lambda ctx, t, v: exists(
-      S,
-      "meetings",
-      where("topic", t["topic"]),
-      where("start", t["start"]),
-      where("agenda", str(v.value), "icontains"),
-    ),
+    check=lambda ctx, t, v: _meeting_at(t, t["start"], mentions("agenda", v)),
     phrase=lambda ctx, t, obj: (
       f'schedule a 30-minute video meeting "{t["topic"]}" for {t["when"]} and put {obj} in '
       "its agenda"

@@ -10,7 +10,17 @@ from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
 from compoworld.tasks.task import Patch
-from envs._facets_common import colleague, employee, found_one, found_time, iso, time_label
+from envs._facets_common import (
+  colleague,
+  employee,
+  found_one,
+  found_people,
+  found_time,
+  iso,
+  mentions,
+  since,
+  time_label,
+)
 from envs._world import world
 from envs.oncall.state import ALERTS
 
@@ -135,12 +145,12 @@ def rotation_off_duty(ctx: AuthorContext) -> Found:
   sched = ctx.choice(sorted(ctx.state(S).schedules, key=lambda s: s.id))
   listed = _find_schedule(ctx, sched.name)
   now = listed["on_call_now"]
-  return Found(
-    "person.email",
+  rotation = listed["rotation"]
+  return found_people(
     f"the people on the {sched.name} on-call rotation",
-    [Value(e, e) for e in listed["rotation"] if e != now],
-    excluded=[Value(now, now)] if now in listed["rotation"] else [],
-    exclusion="who is on call right now",
+    [e for e in rotation if e != now],
+    [now] if now in rotation else [],
+    "who is on call right now",
   )
 
 
@@ -274,20 +284,24 @@ def _override(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
+def _created(ctx: AuthorContext, collection: str, *conds: dict) -> dict:
+  """A rubric condition: the agent made a record in ``collection`` that meets ``conds``."""
+  return exists(S, collection, *conds, since(ctx, S, "created_at"))
+
+
 def _override_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   """One cover shift for the person in the window (of consecutive days, one per person: any
   order will do)."""
   days = max(1, len(t.get("people", ())))
   start, end = t["window"]
-  return exists(
-    S,
+  return _created(
+    ctx,
     "overrides",
     where("schedule_id", t["schedule_id"]),
     where("email", str(v.value).lower()),
     where("start", iso(start), "ge"),
     where("start", iso(start + timedelta(days=days - 1)), "le"),
     where("end", iso(end), "ge"),
-    where("created_at", ctx.since(S), "ge"),
   )
 
 
@@ -358,13 +372,12 @@ facets.sink(
   "cover_from_time",
   prepare=_cover_target,
   act=_cover_from,
-  check=lambda ctx, t, v: exists(
-    S,
+  check=lambda ctx, t, v: _created(
+    ctx,
     "overrides",
     where("schedule_id", t["schedule_id"]),
     where("email", t["email"]),
     where("start", iso(_start(v.value))),
-    where("created_at", ctx.since(S), "ge"),
   ),
   phrase=lambda ctx, t, obj: (
     f"put {t['name']} ({t['email']}) on call on the {t['schedule']} schedule for four hours "
@@ -402,13 +415,12 @@ facets.sink(
   "open_incident_with_details",
   prepare=_incident_target,
   act=_open_described,
-  check=lambda ctx, t, v: exists(
-    S,
+  check=lambda ctx, t, v: _created(
+    ctx,
     "incidents",
     where("service_id", t["service_id"]),
     where("title", t["title"]),
-    where("description", str(v.value), "icontains"),
-    where("created_at", ctx.since(S), "ge"),
+    mentions("description", v),
   ),
   phrase=lambda ctx, t, obj: (
     f'open a low-urgency "{t["title"]}" incident on {t["service"]} with {obj} as its description'
@@ -435,12 +447,8 @@ facets.sink(
   "open_incident_titled",
   prepare=_incident_target,
   act=_open_titled,
-  check=lambda ctx, t, v: exists(
-    S,
-    "incidents",
-    where("service_id", t["service_id"]),
-    where("title", str(v.value).strip()),
-    where("created_at", ctx.since(S), "ge"),
+  check=lambda ctx, t, v: _created(
+    ctx, "incidents", where("service_id", t["service_id"]), where("title", str(v.value).strip())
   ),
   phrase=lambda ctx, t, obj: (
     f"open a high-urgency incident on {t['service']} with {obj} as its title"

@@ -8,16 +8,24 @@ from datetime import date
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
-from envs._facets_common import amount_of, currency_of, found_day, home_money, in_use, iso, topic
+from envs._facets_common import (
+  amount_is,
+  amount_of,
+  currency_of,
+  found_day,
+  found_home_money,
+  home_money,
+  in_use,
+  iso,
+  pick_free,
+  since,
+  topic,
+)
 from envs._world import world
 from envs.payroll.service import Compensation, _payslip
 
 S = "payroll"
 MAX_REIMBURSEMENT = 25_000.0  # more than this is not an expense claim paid through payroll
-
-
-def _in_currency(ctx: AuthorContext) -> dict:
-  return {"currency": world(ctx.env.seed).currency}
 
 
 def _employee_phrase(obj: str) -> str:
@@ -50,19 +58,13 @@ def _paid_in(ctx: AuthorContext, run_id: str) -> set[str]:
 
 def _pick(ctx: AuthorContext, ok=lambda c: True, reserve: bool = True) -> Compensation:
   """A colleague (not the user, not the CEO) on the payroll, not yet used by this task."""
-  w, busy = world(ctx.env.seed), in_use(ctx, S)
-  options = sorted(
-    (
-      c
-      for c in ctx.state(S).compensation
-      if c.email not in (w.people[0].email, w.people[1].email) and c.id not in busy and ok(c)
-    ),
-    key=lambda c: c.id,
+  w = world(ctx.env.seed)
+  options = (
+    c
+    for c in ctx.state(S).compensation
+    if c.email not in (w.people[0].email, w.people[1].email) and ok(c)
   )
-  comp = ctx.choice(options)
-  if reserve:
-    busy.add(comp.id)
-  return comp
+  return pick_free(ctx, S, options, reserve)
 
 
 def _in_draft(ctx: AuthorContext, comp: Compensation) -> bool:
@@ -92,12 +94,7 @@ def _payout(ctx: AuthorContext, v: Value) -> float:
 def annual_salary(ctx: AuthorContext) -> Found:
   comp = _pick(ctx, reserve=False)
   rec = ctx.call(S, "get_compensation", employee_id=comp.id)
-  return Found(
-    "money",
-    f"the annual salary of {_who(comp)}",
-    [home_money(ctx, rec["annual_salary"])],
-    context=_in_currency(ctx),
-  )
+  return found_home_money(ctx, f"the annual salary of {_who(comp)}", [rec["annual_salary"]])
 
 
 @facets.source(S, "money")
@@ -111,11 +108,8 @@ def last_net_pay(ctx: AuthorContext) -> Found:
   runs = ctx.call(S, "list_pay_runs", status="paid", pay_frequency=rec["pay_frequency"])["items"]
   run = next(r for r in runs if comp.id in _paid_in(ctx, r["id"]))
   slip = ctx.call(S, "list_payslips", employee_id=comp.id, pay_run_id=run["id"])["items"][0]
-  return Found(
-    "money",
-    f"the net pay on the most recent paid payslip of {_who(comp)}",
-    [home_money(ctx, slip["net"])],
-    context=_in_currency(ctx),
+  return found_home_money(
+    ctx, f"the net pay on the most recent paid payslip of {_who(comp)}", [slip["net"]]
   )
 
 
@@ -153,11 +147,8 @@ def spot_bonuses(ctx: AuthorContext) -> Found:
   listed = _draft_run(ctx, "monthly")
   view = ctx.call(S, "get_pay_run", pay_run_id=listed["id"])
   found = [a for a in view["adjustments"] if a["description"] == description]
-  return Found(
-    "money",
-    f'the "{description}" bonuses in {_run_name(listed)}',
-    [home_money(ctx, a["amount"]) for a in found],
-    context=_in_currency(ctx),
+  return found_home_money(
+    ctx, f'the "{description}" bonuses in {_run_name(listed)}', [a["amount"] for a in found]
   )
 
 
@@ -180,12 +171,7 @@ def _employee(ctx: AuthorContext, found: Found) -> str:
 @facets.lookup(S, "employee.id", "money")
 def salary_of(ctx: AuthorContext, found: Found) -> Found:
   rec = ctx.call(S, "get_compensation", employee_id=_employee(ctx, found))
-  return Found(
-    "money",
-    "their annual salary",
-    [home_money(ctx, rec["annual_salary"])],
-    context=_in_currency(ctx),
-  )
+  return found_home_money(ctx, "their annual salary", [rec["annual_salary"]])
 
 
 @facets.lookup(S, "employee.id", "money")
@@ -195,12 +181,7 @@ def draft_net_pay_of(ctx: AuthorContext, found: Found) -> Found:
   slips = ctx.call(S, "list_payslips", employee_id=rec["id"], pay_run_id=run["id"])["items"]
   if not slips:
     raise AuthoringError("not_in_run", rec["id"])
-  return Found(
-    "money",
-    f"their net pay in {_run_name(run)}",
-    [home_money(ctx, slips[0]["net"])],
-    context=_in_currency(ctx),
-  )
+  return found_home_money(ctx, f"their net pay in {_run_name(run)}", [slips[0]["net"]])
 
 
 # --- sinks ---------------------------------------------------------------------------------
@@ -240,37 +221,26 @@ def _reimbursed(ctx: AuthorContext, t: dict, v: Value) -> dict:
     where("employee_id", t["id"]),
     where("kind", "reimbursement"),
     where("description", t["for"]),
-    {"field": "amount", "cmp": "approx", "value": amount_of(v), "tolerance": 0.01},
-    where("created_at", ctx.since(S), "ge"),
+    amount_is("amount", amount_of(v), 0.01),
+    since(ctx, S, "created_at"),
   )
+
+
+def _reimburse_phrase(t: dict, what: str) -> str:
+  return f'add {what} for "{t["for"]}" to the pay of {t["who"]} in {t["run_name"]}'
 
 
 facets.sink(
   S,
   "money",
   "reimburse",
+  total="reimburse_total",
   prepare=_payslip_target,
   act=_reimburse,
   check=_reimbursed,
-  phrase=lambda ctx, t, obj: (
-    f'add a reimbursement of {obj} for "{t["for"]}" to the pay of {t["who"]} in {t["run_name"]}'
-  ),
+  phrase=lambda ctx, t, obj: _reimburse_phrase(t, f"a reimbursement of {obj}"),
+  total_phrase=lambda ctx, t, obj: _reimburse_phrase(t, f"one reimbursement of {obj}"),
   text=lambda ctx, t, v: f"{t['who']} is reimbursed {v.label} in {t['run_name']}.",
-)
-
-
-facets.sink(
-  S,
-  "money",
-  "reimburse_total",
-  prepare=_payslip_target,
-  act=_reimburse,
-  check=_reimbursed,
-  phrase=lambda ctx, t, obj: (
-    f'add one reimbursement of {obj} for "{t["for"]}" to the pay of {t["who"]} in {t["run_name"]}'
-  ),
-  text=lambda ctx, t, v: f"{t['who']} is reimbursed {v.label} in {t['run_name']}.",
-  aggregates=True,
 )
 
 
@@ -308,7 +278,7 @@ facets.sink(
     where("kind", "bonus"),
     where("description", t["for"]),
     where("amount", t["amount"]),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"give {_employee_phrase(obj)} a {home_money(ctx, t['amount']).label} bonus described as "
@@ -324,23 +294,14 @@ facets.sink(
 def _net_first(ctx: AuthorContext) -> tuple[Found, dict]:
   t = _payslip_target(ctx)
   slip = ctx.call(S, "list_payslips", employee_id=t["id"], pay_run_id=t["run"])["items"][0]
-  found = Found(
-    "money",
-    f"the net pay of {t['who']} in {t['run_name']}",
-    [home_money(ctx, slip["net"])],
-    context=_in_currency(ctx),
-  )
+  found = found_home_money(ctx, f"the net pay of {t['who']} in {t['run_name']}", [slip["net"]])
   return found, {**t, "slip": slip["id"], "net": slip["net"]}
 
 
 def _net_second(ctx: AuthorContext, t: dict) -> Found:
   slip = ctx.call(S, "list_payslips", employee_id=t["id"], pay_run_id=t["run"])["items"][0]
-  return Found(
-    "money",
-    f"the net pay of {t['who']} in {t['run_name']} now",
-    [home_money(ctx, slip["net"])],
-    stale=t["net"],
-    context=_in_currency(ctx),
+  return found_home_money(
+    ctx, f"the net pay of {t['who']} in {t['run_name']} now", [slip["net"]], stale=t["net"]
   )
 
 

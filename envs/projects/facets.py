@@ -8,7 +8,18 @@ from datetime import date, datetime, timedelta
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, record_is, where
-from envs._facets_common import employee, found_day, found_one, iso, topic, user_email
+from envs._facets_common import (
+  amount_is,
+  employee,
+  found_day,
+  found_one,
+  found_people,
+  iso,
+  mentions,
+  since,
+  topic,
+  user_email,
+)
 
 S = "projects"
 
@@ -181,13 +192,8 @@ def label_assignees(ctx: AuthorContext) -> Found:
   label, project, tasks = _labelled_tasks(ctx)
   going = list(dict.fromkeys(t["assignee"] for t in tasks if t["status"] != "done"))
   finished = [t["assignee"] for t in tasks if t["status"] == "done" and t["assignee"] not in going]
-  return Found(
-    "person.email",
-    f'the people assigned to tasks labelled "{label}" in the {project.name} project',
-    [Value(e, e) for e in going],
-    excluded=[Value(e, e) for e in finished],
-    exclusion=f'whose "{label}" task is already done',
-  )
+  noun = f'the people assigned to tasks labelled "{label}" in the {project.name} project'
+  return found_people(noun, going, finished, f'whose "{label}" task is already done')
 
 
 def _points(n: int) -> str:
@@ -393,7 +399,7 @@ facets.sink(
     "tasks",
     where("project_id", t["project_id"]),
     where("title", str(v.value).strip()),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: f"add {obj} as a new task on the {t['project']} board",
   text=lambda ctx, t, v: f'The {t["project"]} board has a new task "{v.label}".',
@@ -405,14 +411,14 @@ def _comment_target(ctx: AuthorContext) -> dict:
   return {**task, "project": project}
 
 
-def _comment_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
-  return exists(
-    S,
-    "comments",
-    where("task_id", t["id"]),
-    where("body", str(v.value), "icontains"),
-    where("created_at", ctx.since(S), "ge"),
-  )
+def _commented(ctx: AuthorContext, t: dict, condition: dict) -> dict:
+  """A rubric condition: the agent commented on ``t``'s task, and the comment meets
+  ``condition``."""
+  return exists(S, "comments", where("task_id", t["id"]), condition, since(ctx, S, "created_at"))
+
+
+def _comment_phrase(ctx: AuthorContext, t: dict, obj: str) -> str:
+  return f'post {obj} as a comment on the "{t["title"]}" task in the {t["project"]} project'
 
 
 for kind in ("text", "url"):
@@ -422,10 +428,8 @@ for kind in ("text", "url"):
     f"comment_{kind}_on_task",
     prepare=_comment_target,
     act=lambda ctx, t, v: ctx.call(S, "add_comment", task_id=t["id"], body=f"FYI: {v.value}"),
-    check=_comment_check,
-    phrase=lambda ctx, t, obj: (
-      f'post {obj} as a comment on the "{t["title"]}" task in the {t["project"]} project'
-    ),
+    check=lambda ctx, t, v: _commented(ctx, t, mentions("body", v)),
+    phrase=_comment_phrase,
     text=lambda ctx, t, v: f'"{t["title"]}" has a new comment containing {v.label}.',
   )
 
@@ -433,10 +437,8 @@ for kind in ("text", "url"):
 def _number_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
   # A number written in a comment may be formatted ("1,250.50"): compare it numerically.
   number = v.number if v.number is not None else v.value
-  amount = {"field": "body", "cmp": "approx", "value": number, "tolerance": 0.01}
-  return exists(
-    S, "comments", where("task_id", t["id"]), amount, where("created_at", ctx.since(S), "ge")
-  )
+  amount = amount_is("body", number, 0.01)
+  return _commented(ctx, t, amount)
 
 
 for kind in ("number", "money", "quantity"):
@@ -450,9 +452,7 @@ for kind in ("number", "money", "quantity"):
         S, "add_comment", task_id=t["id"], body=f"{lead}: {v.label}"
       ),
       check=_number_check,
-      phrase=lambda ctx, t, obj: (
-        f'post {obj} as a comment on the "{t["title"]}" task in the {t["project"]} project'
-      ),
+      phrase=_comment_phrase,
       text=lambda ctx, t, v: f'"{t["title"]}" has a comment stating {v.label}.',
       aggregates=aggregates,
     )

@@ -8,16 +8,19 @@ from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
-from compoworld.tasks.rubric import all_of, exists, record_is, where
+from compoworld.tasks.rubric import exists, where
 from envs._facets_common import (
   colleague,
+  colleague_email,
   day_of,
-  employee,
   found_day,
   found_one,
   iso,
+  mentions,
   money,
+  moved_to,
   s0_now,
+  since,
   today,
   topic,
   units,
@@ -267,8 +270,12 @@ def _drafted(ctx: AuthorContext, t: dict, *conds: dict) -> dict:
     "orders",
     where("vendor_id", t["vendor"]["id"]),
     *conds,
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   )
+
+
+def _order_phrase(t: dict, what: str) -> str:
+  return f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of {what}"
 
 
 def _draft_for_sku(ctx: AuthorContext, t: dict, v: Value) -> None:
@@ -285,10 +292,7 @@ facets.sink(
   check=lambda ctx, t, v: _drafted(
     ctx, t, where("lines.id", v.value, "contains"), where("expected_date", t["due"])
   ),
-  phrase=lambda ctx, t, obj: (
-    f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of {obj}, "
-    f"expected on {t['due']}"
-  ),
+  phrase=lambda ctx, t, obj: _order_phrase(t, f"{obj}, expected on {t['due']}"),
   text=lambda ctx, t, v: (
     f"A purchase order to {t['vendor']['name']} for {v.label}, due {t['due']}, exists."
   ),
@@ -310,9 +314,8 @@ facets.sink(
   check=lambda ctx, t, v: _drafted(
     ctx, t, where("lines.id", t["item"]["id"], "contains"), where("expected_date", v.value)
   ),
-  phrase=lambda ctx, t, obj: (
-    f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of the "
-    f"{t['item']['name']} ({t['item']['id']}) to arrive on {obj}"
+  phrase=lambda ctx, t, obj: _order_phrase(
+    t, f"the {t['item']['name']} ({t['item']['id']}) to arrive on {obj}"
   ),
   text=lambda ctx, t, v: (
     f"A purchase order to {t['vendor']['name']} for {t['item']['id']} is due {v.label}."
@@ -331,15 +334,12 @@ facets.sink(
   prepare=_draft_target,
   act=_draft_with_contact,
   check=lambda ctx, t, v: _drafted(
-    ctx,
-    t,
-    where("lines.id", t["item"]["id"], "contains"),
-    where("notes", str(v.value), "icontains"),
+    ctx, t, where("lines.id", t["item"]["id"], "contains"), mentions("notes", v)
   ),
-  phrase=lambda ctx, t, obj: (
-    f"draft a purchase order to {t['vendor']['name']} for {t['qty']} units of the "
-    f"{t['item']['name']} ({t['item']['id']}), expected on {t['due']}, with a note asking "
-    f"the vendor to send the delivery confirmation to {obj}"
+  phrase=lambda ctx, t, obj: _order_phrase(
+    t,
+    f"the {t['item']['name']} ({t['item']['id']}), expected on {t['due']}, with a note asking "
+    f"the vendor to send the delivery confirmation to {obj}",
   ),
   text=lambda ctx, t, v: (
     f"A purchase order to {t['vendor']['name']} for {t['item']['id']} names {v.label} for "
@@ -356,8 +356,8 @@ def _approval_target(ctx: AuthorContext) -> dict:
 
 
 def _approve(ctx: AuthorContext, t: dict, v: Value) -> None:
-  email = str(v.value).lower()
-  if employee(ctx, email) is None or email == t["requester"]:
+  email = colleague_email(ctx, v, "approver_not_eligible")
+  if email == t["requester"]:
     raise AuthoringError("approver_not_eligible", email)
   ctx.call(S, "approve_purchase_order", po=t["reference"], approver=email)
 
@@ -368,9 +368,8 @@ facets.sink(
   "approve_order",
   prepare=_approval_target,
   act=_approve,
-  check=lambda ctx, t, v: all_of(
-    record_is(S, "orders", t["id"], "status", "approved"),
-    record_is(S, "orders", t["id"], "approver", str(v.value).lower()),
+  check=lambda ctx, t, v: moved_to(
+    S, "orders", t["id"], "approved", where("approver", str(v.value).lower())
   ),
   phrase=lambda ctx, t, obj: (
     f"approve purchase order {t['reference']}, recording {obj} as the approver"
@@ -475,7 +474,7 @@ facets.revisit(
     where("po_id", t["id"]),
     where("lines.id", t["item"]["id"], "contains"),
     where("lines.quantity", v.value),
-    where("received_at", ctx.since(S), "ge"),
+    since(ctx, S, "received_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"record a delivery of the {t['item']['name']} against {t['reference']}: "

@@ -9,11 +9,13 @@ from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import (
+  code_money_label,
+  colleague_email,
   day_of,
-  employee,
   found_one,
   fresh_number,
   iso,
+  moved_to,
   today,
   units,
   user_email,
@@ -22,10 +24,6 @@ from envs._world import world
 from envs.quotes.service import _line, _totals
 
 S = "quotes"
-
-
-def _money(amount: float, currency: str) -> str:
-  return f"{currency} {amount:,.2f}"
 
 
 def _customer(ctx: AuthorContext):
@@ -109,7 +107,7 @@ def _named(q: dict) -> str:
 @facets.source(S, "money")
 def quote_total(ctx: AuthorContext) -> Found:
   q = _scenario_quote(ctx, status=ctx.choice(("draft", "sent")), lines=ctx.rng.randint(1, 3))
-  label = _money(q["total"], q["currency"])
+  label = code_money_label(q["total"], q["currency"])
   return Found(
     "money",
     f"the total of {_named(q)}",
@@ -135,7 +133,7 @@ def accepted_quote_totals(ctx: AuthorContext) -> Found:
   return Found(
     "money",
     f"the totals of the quotes {customer.name} has accepted",
-    [Value(q["total"], _money(q["total"], q["currency"]), q["total"]) for q in hits],
+    [Value(q["total"], code_money_label(q["total"], q["currency"]), q["total"]) for q in hits],
   )
 
 
@@ -189,7 +187,7 @@ def list_price(ctx: AuthorContext, found: Found) -> Found | None:
   product = next((p for p in hits if p["id"] == sku), None)
   if product is None:
     return None
-  label = _money(product["list_price"], world(ctx.env.seed).currency)
+  label = code_money_label(product["list_price"], world(ctx.env.seed).currency)
   return Found(
     "money",
     f"the list price of {product['name']} in our price book",
@@ -206,7 +204,7 @@ def latest_quote_total(ctx: AuthorContext, found: Found) -> Found | None:
   if not hits:
     return None
   q = hits[0]  # newest first
-  label = _money(q["total"], q["currency"])
+  label = code_money_label(q["total"], q["currency"])
   return Found(
     "money",
     f"the total of the most recent quote for {q['account']}",
@@ -286,9 +284,7 @@ def _approval_target(ctx: AuthorContext) -> dict:
 
 
 def _approve(ctx: AuthorContext, q: dict, value: Value) -> None:
-  email = str(value.value).lower()
-  if employee(ctx, email) is None:
-    raise AuthoringError("approver_not_employee", email)  # approvers are managers here
+  email = colleague_email(ctx, value, "approver_not_employee")  # approvers are managers here
   if email == q["owner"]:
     raise AuthoringError("approver_owns_quote", email)
   ctx.call(S, "approve_quote", quote_id=q["id"], approver=email)
@@ -300,9 +296,8 @@ facets.sink(
   "record_approval",
   prepare=_approval_target,
   act=_approve,
-  check=lambda ctx, q, v: all_of(
-    record_is(S, "quotes", q["id"], "status", "approved"),
-    record_is(S, "quotes", q["id"], "approved_by", str(v.value).lower()),
+  check=lambda ctx, q, v: moved_to(
+    S, "quotes", q["id"], "approved", where("approved_by", str(v.value).lower())
   ),
   phrase=lambda ctx, q, obj: (
     f"mark the discount on {_named(q)}, which is waiting for approval, as approved by {obj}"
@@ -372,7 +367,7 @@ def _product_first(ctx: AuthorContext) -> tuple[Found, dict]:
 
 def _total_second(ctx: AuthorContext, q: dict) -> Found:
   now = ctx.call(S, "get_quote", quote_id=q["id"])
-  label = _money(now["total"], now["currency"])
+  label = code_money_label(now["total"], now["currency"])
   return Found(
     "money",
     f"the new total of {_named(q)}",

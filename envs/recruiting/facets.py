@@ -9,17 +9,22 @@ from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import all_of, exists, record_is, where
 from envs._facets_common import (
+  amount_is,
   amount_of,
+  colleague_email,
   currency_of,
   day_of,
-  employee,
   found_day,
+  found_money,
   found_one,
+  found_people,
   future_slot,
   future_time,
   iso,
+  mentions,
   money,
   money_label,
+  moved_to,
   time_label,
   today,
 )
@@ -185,12 +190,11 @@ def interview_panel(ctx: AuthorContext) -> Found:
   c = _candidate(ctx, "interview", tuple(ratings))
   app = _application(ctx, c)
   done = [i for i in app["interviews"] if i["status"] == "completed"]
-  return Found(
-    "person.email",
+  return found_people(
     f"the people who interviewed {c['name']} for the {c['title']} role",
-    [Value(e, e) for i in done if i["rating"] >= 3 for e in i["interviewers"]],
-    excluded=[Value(e, e) for i in done if i["rating"] <= 2 for e in i["interviewers"]],
-    exclusion=f"who scored {c['first']} a no on their scorecard",
+    [e for i in done if i["rating"] >= 3 for e in i["interviewers"]],
+    [e for i in done if i["rating"] <= 2 for e in i["interviewers"]],
+    f"who scored {c['first']} a no on their scorecard",
   )
 
 
@@ -198,11 +202,10 @@ def interview_panel(ctx: AuthorContext) -> Found:
 def offered_salary(ctx: AuthorContext) -> Found:
   c = _candidate(ctx, "offer", (3, 4), offer="extended")
   offer = _open_offer(_application(ctx, c))
-  return Found(
-    "money",
+  return found_money(
     f"the yearly salary in {c['name']}'s offer for the {c['title']} role",
     [_offer_value(offer)],
-    context={"currency": offer["currency"]},
+    offer["currency"],
   )
 
 
@@ -236,11 +239,10 @@ def open_offer_salaries(ctx: AuthorContext) -> Found:
     offers += [o for o in full["offers"] if o["status"] in ("extended", "accepted")]
   if len({o["currency"] for o in offers}) != 1:
     raise AuthoringError("mixed_currencies", job["id"])
-  return Found(
-    "money",
+  return found_money(
     f"the salaries in the open offers for the {job['title']} role",
     [_offer_value(o) for o in offers],
-    context={"currency": offers[0]["currency"]},
+    offers[0]["currency"],
   )
 
 
@@ -289,17 +291,33 @@ def _screen_target(ctx: AuthorContext) -> dict:
   return {**c, "app": app["id"], "hm": c["job"]["hiring_manager"], "hm_label": _hm(ctx, c)}
 
 
-def _schedule_screen(ctx: AuthorContext, t: dict, v: Value) -> None:
-  future_time(ctx, S, v, "datetime_not_ahead")  # the service takes it as it was handed on
+def _interview(ctx: AuthorContext, t: dict, at: str, who: str, title: str, minutes: int) -> None:
+  """Schedules an interview of ``t``'s application: ``title``, ``minutes`` long, with ``who``."""
   ctx.call(
     S,
     "schedule_interview",
     application_id=t["app"],
-    scheduled_at=str(v.value),
-    interviewers=[t["hm"]],
-    title="Phone screen",
-    duration_minutes=30,
+    scheduled_at=at,
+    interviewers=[who],
+    title=title,
+    duration_minutes=minutes,
   )
+
+
+def _interview_booked(t: dict, *conds: dict) -> dict:
+  """A rubric condition: an interview of ``t``'s application meeting ``conds`` is scheduled."""
+  return exists(
+    S, "interviews", where("application_id", t["app"]), *conds, where("status", "scheduled")
+  )
+
+
+def _candidate_phrase(t: dict) -> str:
+  return f"{t['name']}, our candidate for the {t['title']} role"
+
+
+def _schedule_screen(ctx: AuthorContext, t: dict, v: Value) -> None:
+  future_time(ctx, S, v, "datetime_not_ahead")  # the service takes it as it was handed on
+  _interview(ctx, t, str(v.value), t["hm"], "Phone screen", 30)
 
 
 facets.sink(
@@ -308,17 +326,12 @@ facets.sink(
   "schedule_phone_screen",
   prepare=_screen_target,
   act=_schedule_screen,
-  check=lambda ctx, t, v: exists(
-    S,
-    "interviews",
-    where("application_id", t["app"]),
-    where("title", "Phone screen"),
-    where("scheduled_at", str(v.value)[:16], "startswith"),
-    where("status", "scheduled"),
+  check=lambda ctx, t, v: _interview_booked(
+    t, where("title", "Phone screen"), where("scheduled_at", str(v.value)[:16], "startswith")
   ),
   phrase=lambda ctx, t, obj: (
-    f"schedule a 30-minute phone screen with {t['name']}, our candidate for the "
-    f"{t['title']} role, at {obj}, with {t['hm_label']} as the interviewer"
+    f"schedule a 30-minute phone screen with {_candidate_phrase(t)}, at {obj}, with "
+    f"{t['hm_label']} as the interviewer"
   ),
   text=lambda ctx, t, v: f"{t['name']} has a phone screen at {v.label}.",
 )
@@ -331,18 +344,7 @@ def _panel_target(ctx: AuthorContext) -> dict:
 
 
 def _add_interviewer(ctx: AuthorContext, t: dict, v: Value) -> None:
-  email = str(v.value).lower()
-  if employee(ctx, email) is None:
-    raise AuthoringError("not_an_employee", email)
-  ctx.call(
-    S,
-    "schedule_interview",
-    application_id=t["app"],
-    scheduled_at=t["at"],
-    interviewers=[email],
-    title="Team interview",
-    duration_minutes=60,
-  )
+  _interview(ctx, t, t["at"], colleague_email(ctx, v), "Team interview", 60)
 
 
 facets.sink(
@@ -351,17 +353,12 @@ facets.sink(
   "schedule_team_interview",
   prepare=_panel_target,
   act=_add_interviewer,
-  check=lambda ctx, t, v: exists(
-    S,
-    "interviews",
-    where("application_id", t["app"]),
-    where("interviewers", str(v.value).lower(), "icontains"),
-    where("scheduled_at", t["at"]),
-    where("status", "scheduled"),
+  check=lambda ctx, t, v: _interview_booked(
+    t, where("interviewers", str(v.value).lower(), "icontains"), where("scheduled_at", t["at"])
   ),
   phrase=lambda ctx, t, obj: (
-    f"schedule a one-hour team interview for {t['name']}, our candidate for the "
-    f"{t['title']} role, at {time_label(t['at'])} with {obj} as the interviewer"
+    f"schedule a one-hour team interview for {_candidate_phrase(t)}, at "
+    f"{time_label(t['at'])} with {obj} as the interviewer"
   ),
   text=lambda ctx, t, v: f"{v.label} interviews {t['name']} at {t['at']}.",
 )
@@ -380,7 +377,7 @@ def _offer_target(ctx: AuthorContext) -> dict:
 
 
 def _salary_is(amount: float) -> dict:
-  return {"field": "salary", "cmp": "approx", "value": amount, "tolerance": 0.01}
+  return amount_is("salary", amount, 0.01)
 
 
 def _offer_start(ctx: AuthorContext, t: dict, v: Value) -> None:
@@ -431,9 +428,8 @@ facets.sink(
   "reject_with_reason",
   prepare=_reject_target,
   act=_reject,
-  check=lambda ctx, t, v: all_of(
-    record_is(S, "applications", t["app"], "stage", "rejected"),
-    record_is(S, "applications", t["app"], "rejection_reason", str(v.value), "icontains"),
+  check=lambda ctx, t, v: moved_to(
+    S, "applications", t["app"], "rejected", mentions("rejection_reason", v), key="stage"
   ),
   phrase=lambda ctx, t, obj: (
     f"reject {t['name']}'s application for the {t['title']} role, giving {obj} as the reason"
@@ -450,11 +446,10 @@ def _offer_first(ctx: AuthorContext) -> tuple[Found, dict]:
   c = _candidate(ctx, "offer", (3, 4), offer="extended")
   app = _application(ctx, c)
   offer = _open_offer(app)
-  found = Found(
-    "money",
+  found = found_money(
     f"the yearly salary in {c['name']}'s offer for the {c['title']} role",
     [_offer_value(offer)],
-    context={"currency": offer["currency"]},
+    offer["currency"],
   )
   return found, {
     **c,
@@ -500,12 +495,11 @@ def _counter_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
 
 def _offer_second(ctx: AuthorContext, t: dict) -> Found:
   offer = _open_offer(ctx.call(S, "get_application", application_id=t["app"]))
-  return Found(
-    "money",
+  return found_money(
     f"the yearly salary in {t['name']}'s new offer",
     [_offer_value(offer)],
     stale=t["salary"],
-    context={"currency": offer["currency"]},
+    currency=offer["currency"],
   )
 
 

@@ -17,6 +17,7 @@ from envs._facets_common import (
   fresh_number,
   iso,
   s0_now,
+  since,
   today,
 )
 from envs._world import CITIES, world
@@ -255,6 +256,27 @@ def _label_to_place(ctx: AuthorContext) -> dict:
   return {**_label_target(ctx), "name": who.name}
 
 
+def _labelled(ctx: AuthorContext, t: dict, name: str, address: str, *also: dict) -> dict:
+  """A rubric condition: the agent bought ``t``'s label, to ``name`` at ``address`` (and
+  ``also``)."""
+  return exists(
+    S,
+    "shipments",
+    where("order_reference", t["ref"]),
+    where("recipient_name", name),
+    where("address", address),
+    *also,
+    where("carrier", t["carrier"]),
+    since(ctx, S, "created_at"),
+  )
+
+
+def _label_phrase(t: dict, to: str) -> str:
+  return (
+    f"buy a {t['carrier']} ground label for order {t['ref']}: a {t['weight']} kg parcel to {to}"
+  )
+
+
 def _ship_to_place(ctx: AuthorContext, t: dict, v: Value) -> None:
   place = _place(v)
   ctx.call(
@@ -274,20 +296,10 @@ facets.sink(
   "ship_to_address",
   prepare=_label_to_place,
   act=_ship_to_place,
-  check=lambda ctx, t, v: exists(
-    S,
-    "shipments",
-    where("order_reference", t["ref"]),
-    where("recipient_name", t["name"]),
-    where("address", _place(v)["address"]),
-    where("city", _place(v)["city"]),
-    where("carrier", t["carrier"]),
-    where("created_at", ctx.since(S), "ge"),
+  check=lambda ctx, t, v: _labelled(
+    ctx, t, t["name"], _place(v)["address"], where("city", _place(v)["city"])
   ),
-  phrase=lambda ctx, t, obj: (
-    f"buy a {t['carrier']} ground label for order {t['ref']}: a {t['weight']} kg "
-    f"parcel to {t['name']} at {obj}"
-  ),
+  phrase=lambda ctx, t, obj: _label_phrase(t, f"{t['name']} at {obj}"),
   text=lambda ctx, t, v: f"A {t['carrier']} label for {t['ref']} ships to {v.label}.",
 )
 
@@ -319,18 +331,9 @@ facets.sink(
   "ship_to_person",
   prepare=_label_to_person,
   act=_ship_to_person,
-  check=lambda ctx, t, v: exists(
-    S,
-    "shipments",
-    where("order_reference", t["ref"]),
-    where("recipient_name", str(v.value).strip()),
-    where("address", t["address"]),
-    where("carrier", t["carrier"]),
-    where("created_at", ctx.since(S), "ge"),
-  ),
-  phrase=lambda ctx, t, obj: (
-    f"buy a {t['carrier']} ground label for order {t['ref']}: a {t['weight']} kg "
-    f"parcel to {obj} at {t['address']}, {t['city']}, {t['country']}"
+  check=lambda ctx, t, v: _labelled(ctx, t, str(v.value).strip(), t["address"]),
+  phrase=lambda ctx, t, obj: _label_phrase(
+    t, f"{obj} at {t['address']}, {t['city']}, {t['country']}"
   ),
   text=lambda ctx, t, v: f"A {t['carrier']} label for {t['ref']} is addressed to {v.label}.",
 )
@@ -406,7 +409,7 @@ def _relabel_check(ctx: AuthorContext, parcel: dict, v: Value) -> dict:
       where("city", place["city"]),
       where("carrier", parcel["carrier"]),
       where("status", "label_created"),
-      where("created_at", ctx.since(S), "ge"),
+      since(ctx, S, "created_at"),
     ),
   )
 

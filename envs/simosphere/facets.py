@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from compoworld.tasks.authoring import AuthorContext
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
-from envs._facets_common import colleague, found_one, iso, topic, user_email
+from envs._facets_common import colleague, found_one, iso, mentions, topic, user_email
 from envs._world import world
 
 S = "simosphere"
@@ -172,7 +172,7 @@ facets.sink(
   prepare=lambda ctx: {"title": f"{topic(ctx)} notes"},
   act=lambda ctx, t, v: ctx.call(S, "create_document", title=t["title"], content=str(v.value)),
   check=lambda ctx, t, v: exists(
-    S, "documents", where("title", t["title"]), where("content", str(v.value), "icontains")
+    S, "documents", where("title", t["title"]), mentions("content", v)
   ),
   phrase=lambda ctx, t, obj: f'save {obj} in a new document called "{t["title"]}"',
   text=lambda ctx, t, v: f'The document "{t["title"]}" holds {v.label}.',

@@ -5,18 +5,21 @@ goes stale)."""
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
-from compoworld.tasks.rubric import all_of, exists, record_is, where
+from compoworld.tasks.rubric import exists, record_is, where
 from envs._facets_common import (
   colleague,
   employee,
   found_one,
   found_time,
-  future_time,
   iso,
+  mentions,
+  schedule_time,
+  scheduled_for,
+  since,
   time_label,
   topic,
 )
@@ -190,8 +193,8 @@ def _new_post_check(ctx: AuthorContext, profile: dict, value: Value) -> dict:
     "posts",
     where("profile_id", profile["id"]),
     where("status", "draft"),
-    where("text", str(value.value), "icontains"),
-    where("created_at", ctx.since(S), "ge"),
+    mentions("text", value),
+    since(ctx, S, "created_at"),
   )
 
 
@@ -232,18 +235,12 @@ def _draft_to_schedule(ctx: AuthorContext) -> dict:
 
 
 def _schedule(ctx: AuthorContext, post: dict, value: Value) -> None:
-  when = iso(future_time(ctx, S, value, "time_not_schedulable"))
-  if when == post.get("scheduled_at"):
-    raise AuthoringError("publish_time_unchanged", when)
+  when = schedule_time(ctx, S, value, post.get("scheduled_at"), "publish_time_unchanged")
   ctx.call(S, "schedule_post", post_id=post["id"], scheduled_at=when)
 
 
 def _scheduled_check(ctx: AuthorContext, post: dict, value: Value) -> dict:
-  when = iso(datetime.fromisoformat(str(value.value)))
-  return all_of(
-    record_is(S, "posts", post["id"], "status", "scheduled"),
-    record_is(S, "posts", post["id"], "scheduled_at", when),
-  )
+  return scheduled_for(S, "posts", post["id"], "scheduled_at", value)
 
 
 facets.sink(

@@ -9,8 +9,17 @@ from datetime import timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
-from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import amount_is, found_one, iso, money, s0_now
+from compoworld.tasks.rubric import exists, where
+from envs._facets_common import (
+  amount_is,
+  found_one,
+  found_people,
+  iso,
+  money,
+  moved_to,
+  s0_now,
+  since,
+)
 from envs._world import FIRST, LAST, STREETS, world
 from envs.storefront.state import _line, _priced
 
@@ -170,12 +179,11 @@ def company_buyers(ctx: AuthorContext) -> Found:
     )
   hits = ctx.call(S, "search_customers", query=company.name, limit=100)["items"]
   hits = [c for c in hits if c["company"] == company.name]
-  found = Found(
-    "person.email",
+  found = found_people(
     f"our shop customers from {company.name}",
-    [Value(c["email"], c["email"]) for c in hits if c["accepts_marketing"]],
-    excluded=[Value(c["email"], c["email"]) for c in hits if not c["accepts_marketing"]],
-    exclusion="who has opted out of marketing email",
+    [c["email"] for c in hits if c["accepts_marketing"]],
+    [c["email"] for c in hits if not c["accepts_marketing"]],
+    "who has opted out of marketing email",
   )
   if not found.values or not found.excluded:
     raise AuthoringError("no_audience", company.name)
@@ -273,7 +281,7 @@ def _refund_check(ctx: AuthorContext, t: dict, v: Value) -> dict:
     "refunds",
     where("reference", t["ref"]),
     amount_is("amount", v.value),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   )
 
 
@@ -321,7 +329,7 @@ facets.sink(
     "orders",
     where("customer_id", t["customer"]["id"]),
     where("lines.id", v.value, "contains"),
-    where("created_at", ctx.since(S), "ge"),
+    since(ctx, S, "created_at"),
   ),
   phrase=lambda ctx, t, obj: (
     f"place an order for {t['qty']} units of {obj} for our customer {t['customer']['name']} "
@@ -336,19 +344,14 @@ def _fulfil_target(ctx: AuthorContext) -> dict:
   return {"id": order["id"], "ref": order["reference"]}
 
 
-def _fulfil(ctx: AuthorContext, t: dict, v: Value) -> None:
-  ctx.call(S, "fulfill_order", order=t["ref"], tracking_number=v.value)
-
-
 facets.sink(
   S,
   "tracking.number",
   "fulfil_with_tracking",
   prepare=_fulfil_target,
-  act=_fulfil,
-  check=lambda ctx, t, v: all_of(
-    record_is(S, "orders", t["id"], "status", "fulfilled"),
-    record_is(S, "orders", t["id"], "tracking_number", str(v.value).strip()),
+  act=lambda ctx, t, v: ctx.call(S, "fulfill_order", order=t["ref"], tracking_number=v.value),
+  check=lambda ctx, t, v: moved_to(
+    S, "orders", t["id"], "fulfilled", where("tracking_number", str(v.value).strip())
   ),
   phrase=lambda ctx, t, obj: f"mark order {t['ref']} as shipped with {obj} as its tracking number",
   text=lambda ctx, t, v: f"Order {t['ref']} is fulfilled with tracking number {v.label}.",

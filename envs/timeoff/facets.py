@@ -7,8 +7,21 @@ from datetime import date, timedelta
 
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
-from compoworld.tasks.rubric import all_of, exists, record_is, where
-from envs._facets_common import day_label, day_of, found_day, in_use, iso, today, user_email
+from compoworld.tasks.rubric import exists, where
+from envs._facets_common import (
+  day_label,
+  day_of,
+  found_day,
+  found_people,
+  in_use,
+  iso,
+  mentions,
+  moved_to,
+  pick_free,
+  since,
+  today,
+  user_email,
+)
 from envs.timeoff.service import NOTES, Employee, _business_days, _overlapping
 
 S = "timeoff"
@@ -57,10 +70,7 @@ def _colleagues(ctx: AuthorContext, ok=lambda e: True) -> list[Employee]:
 
 
 def _pick(ctx: AuthorContext, ok=lambda e: True, reserve: bool = True) -> Employee:
-  emp = ctx.choice(_colleagues(ctx, ok))
-  if reserve:
-    in_use(ctx, S).add(emp.id)
-  return emp
+  return pick_free(ctx, S, _colleagues(ctx, ok), reserve)
 
 
 def _put_request(
@@ -141,12 +151,11 @@ def off_on_day(ctx: AuthorContext) -> Found:
   out = ctx.call(S, "who_is_out", day=day.isoformat(), department=dept)
   away = list(dict.fromkeys(o["email"] for o in out if o["policy_id"] != "sick"))
   sick = list(dict.fromkeys(o["email"] for o in out if o["policy_id"] == "sick"))
-  return Found(
-    "person.email",
+  return found_people(
     f"the people in {dept} who are off on {day_label(day)}",
-    [Value(e, e) for e in away if e not in sick],
-    excluded=[Value(e, e) for e in sick],
-    exclusion="who is out sick that day",
+    [e for e in away if e not in sick],
+    sick,
+    "who is out sick that day",
     context={"date": day.isoformat()},
   )
 
@@ -222,6 +231,19 @@ def _book_week(ctx: AuthorContext, t: dict, v: Value) -> None:
   )
 
 
+def _requested(ctx: AuthorContext, employee_id: str, policy: str, *conds: dict) -> dict:
+  """A rubric condition: the agent requested ``policy`` time off for ``employee_id``, as
+  ``conds`` say."""
+  return exists(
+    S,
+    "requests",
+    where("employee_id", employee_id),
+    where("policy_id", policy),
+    *conds,
+    since(ctx, S, "created_at"),
+  )
+
+
 def _end_of_week(v: Value) -> str:
   try:
     return (date.fromisoformat(str(v.value)) + timedelta(days=4)).isoformat()
@@ -235,14 +257,8 @@ facets.sink(
   "request_week_off",
   prepare=_week_target,
   act=_book_week,
-  check=lambda ctx, t, v: exists(
-    S,
-    "requests",
-    where("employee_id", t["id"]),
-    where("policy_id", "vacation"),
-    where("start_date", str(v.value)),
-    where("end_date", _end_of_week(v)),
-    where("created_at", ctx.since(S), "ge"),
+  check=lambda ctx, t, v: _requested(
+    ctx, t["id"], "vacation", where("start_date", str(v.value)), where("end_date", _end_of_week(v))
   ),
   phrase=lambda ctx, t, obj: (
     f"put in a vacation request for {t['who']} covering the five days that start on {obj}"
@@ -280,14 +296,7 @@ facets.sink(
     "note": ctx.choice(("Team volunteering day", "Moving house", "Family event")),
   },
   act=_personal_day,
-  check=lambda ctx, t, v: exists(
-    S,
-    "requests",
-    where("employee_id", str(v.value)),
-    where("policy_id", "personal"),
-    where("start_date", t["day"]),
-    where("created_at", ctx.since(S), "ge"),
-  ),
+  check=lambda ctx, t, v: _requested(ctx, str(v.value), "personal", where("start_date", t["day"])),
   phrase=lambda ctx, t, obj: (
     f"request a personal day for {'that employee' if obj == 'it' else obj} on "
     f'{day_label(t["day"])} with the note "{t["note"]}"'
@@ -301,20 +310,13 @@ def _deny_target(ctx: AuthorContext) -> dict:
   return {"id": req["id"], "who": _who(emp), "start": req["start_date"], "end": req["end_date"]}
 
 
-def _deny(ctx: AuthorContext, t: dict, v: Value) -> None:
-  ctx.call(S, "deny_request", request_id=t["id"], note=str(v.value))
-
-
 facets.sink(
   S,
   "text",
   "deny_with_reason",
   prepare=_deny_target,
-  act=_deny,
-  check=lambda ctx, t, v: all_of(
-    record_is(S, "requests", t["id"], "status", "denied"),
-    record_is(S, "requests", t["id"], "decision_note", str(v.value), "icontains"),
-  ),
+  act=lambda ctx, t, v: ctx.call(S, "deny_request", request_id=t["id"], note=str(v.value)),
+  check=lambda ctx, t, v: moved_to(S, "requests", t["id"], "denied", mentions("decision_note", v)),
   phrase=lambda ctx, t, obj: (
     f"deny the vacation request {t['who']} made for {day_label(t['start'])} to "
     f"{day_label(t['end'])}, giving {obj} as the reason"
@@ -339,10 +341,6 @@ def _vacation_first(ctx: AuthorContext) -> tuple[Found, dict]:
   }
 
 
-def _approve(ctx: AuthorContext, t: dict, v: Value) -> None:
-  ctx.call(S, "approve_request", request_id=t["id"], note=str(v.value))
-
-
 def _balance_second(ctx: AuthorContext, t: dict) -> Found:
   days = ctx.call(S, "get_balance", employee_id=t["employee"], policy_id="vacation")[0]["available"]
   return Found(
@@ -362,10 +360,9 @@ facets.revisit(
   first=_vacation_first,
   second=_balance_second,
   change="approve_with_note",
-  act=_approve,
-  check=lambda ctx, t, v: all_of(
-    record_is(S, "requests", t["id"], "status", "approved"),
-    record_is(S, "requests", t["id"], "decision_note", str(v.value), "icontains"),
+  act=lambda ctx, t, v: ctx.call(S, "approve_request", request_id=t["id"], note=str(v.value)),
+  check=lambda ctx, t, v: moved_to(
+    S, "requests", t["id"], "approved", mentions("decision_note", v)
   ),
   phrase=lambda ctx, t, obj: f"approve that vacation request with {obj} as the note",
   text=lambda ctx, t, v: f"{t['who']}'s vacation is approved with the note {v.label!r}.",

@@ -12,7 +12,7 @@ from typing import Any
 from compoworld.tasks.authoring import AuthorContext, AuthoringError
 from compoworld.tasks.facets import Found, Value, facets
 from compoworld.tasks.rubric import exists, where
-from envs._facets_common import found_one, iso, topic, user_email
+from envs._facets_common import found_one, iso, since, topic, user_email
 from envs._world import world
 from envs.warehouse.state import execute
 
@@ -299,7 +299,7 @@ def _saved_check(ctx: AuthorContext, t: dict, v: Value, *needles: str) -> dict:
       "saved_queries",
       where("name", _saved_name(t, v.value)),
       where("sql", needle, "icontains"),
-      where("created_at", ctx.since(S), "ge"),
+      since(ctx, S, "created_at"),
     )
     for needle in needles
   ]
@@ -397,7 +397,7 @@ def _export_check(column: str):
         "exports",
         where("sql", needle, "icontains"),
         where("row_count", n),
-        where("created_at", ctx.since(S), "ge"),
+        since(ctx, S, "created_at"),
       )
       for needle in needles
     ]

@@ -194,3 +194,39 @@ def test_single_service_walks_fail_clearly_when_no_service_can_hold_one():
     gen.generate_one(0, 0, k=1, reg=reg)
   with pytest.raises(ValueError, match="K >= 1"):
     gen.generate_one(0, 0, k=0)
+
+
+def test_a_sinks_total_twin_aggregates_and_may_word_its_instruction_apart():
+  reg = FacetRegistry(providers=())
+  write = dict(prepare=lambda ctx: {}, act=lambda *a: None, check=lambda *a: {}, text=lambda *a: "")
+  one = reg.sink(
+    "crm",
+    "money",
+    "pay",
+    total="pay_total",
+    phrase=lambda c, t, o: f"pay {o}",
+    single=True,
+    **write,
+  )
+  twin = reg.sinks[("crm", "money")][1]
+  assert (twin.name, twin.aggregates, twin.single, one.aggregates) == (
+    "pay_total",
+    True,
+    False,
+    False,
+  )
+  assert twin.phrase is one.phrase
+  reg.sink(
+    "crm",
+    "money",
+    "book",
+    total="book_total",
+    phrase=lambda c, t, o: f"book {o}",
+    total_phrase=lambda c, t, o: f"book one entry for {o}",
+    **write,
+  )
+  book, book_total = reg.sinks[("crm", "money")][2:]
+  assert book.phrase(None, {}, "it") == "book it"
+  assert book_total.phrase(None, {}, "it") == "book one entry for it" and book_total.aggregates
+  with pytest.raises(ValueError, match="total_phrase"):
+    reg.sink("crm", "money", "x", phrase=book.phrase, total_phrase=book.phrase, **write)
