@@ -172,7 +172,7 @@ def diagnose(
     copy_start = {"values": starts["values"]}
     copy_start |= {k: starts[k] / starts["values"] for k in _START_KEYS}
     for gate in ("open", "closed"):
-      n = starts[f"gate_{gate}"]
+      n = starts[gate]
       copy_start[f"right_when_{gate}"] = starts[f"right_{gate}"] / n if n else None
   return {
     "turns": counts["turns"],
@@ -200,7 +200,7 @@ def _count_copy_start(starts: collections.Counter, scored, q: int, target: int) 
   starts["gate_open"] += int(gate == "open")
   starts["pointer_right"] += int(scored["pointer"][q] == target)
   starts["lm_head_right"] += int(scored["lm_head"][q] == target)
-  starts[f"gate_{gate}"] += 1
+  starts[gate] += 1
   starts[f"right_{gate}"] += right
 
 

@@ -96,5 +96,9 @@ def test_copy_starts_are_split_by_the_copy_heads_gate(renderer, oracle_messages)
   by_gate = [(start[f"right_when_{g}"] or 0.0, share) for g, share in
              (("open", start["gate_open"]), ("closed", 1.0 - start["gate_open"]))]  # fmt: skip
   assert abs(sum(r * share for r, share in by_gate) - start["right"]) < 1e-9
+  model.copy_head.b_gate[...] = jnp.asarray(30.0)  # every gate open
+  start = diagnose(model, renderer, [_record(messages)], max_len=row)["copy_start"]
+  assert start["gate_open"] == 1.0 and start["right_when_closed"] is None
+  assert start["right_when_open"] == start["right"]
   scripted = Scripted(np.zeros(8, int), renderer.tokenizer.vocab_size)
   assert diagnose(scripted, renderer, [_record(messages)], max_len=row)["copy_start"] == {}
