@@ -207,12 +207,9 @@ def copy_head_losses(
     hidden_btd, head_dv, targets_bt, weight_bt * resp_bt, weight_bt * resp_bt, chunk
   )
   objective = jnp.sum(weight_bt * -logp_bt) + surrogate - sg(surrogate)
-  if copy_weight_bt is not None:
-    copyable_bt = jnp.isfinite(pointer_bt)
-    copy_nll_bt = -jnp.where(copyable_bt, pointer_bt, 0.0)
-    objective += jnp.sum(
-      jnp.where(copyable_bt, copy_weight_bt.astype(jnp.float32), 0.0) * copy_nll_bt
-    )
+  if copy_weight_bt is not None:  # 0 where no earlier position is followed by the target
+    copy_nll_bt = -jnp.where(jnp.isfinite(pointer_bt), pointer_bt, 0.0)
+    objective += jnp.sum(copy_weight_bt.astype(jnp.float32) * copy_nll_bt)
   mask_bt = loss_mask_bt.astype(jnp.float32)
   correct = jnp.sum(jnp.where(logp_bt > jnp.log(0.5), mask_bt, 0.0))
   return objective, jnp.sum(mask_bt * -logp_bt), correct
