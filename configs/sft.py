@@ -167,6 +167,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         "copy_head_match": True,
         # Runs of 3..R matching tokens as a further bonus (models.copy_head); 0 = none.
         "copy_head_match_run": 0,
+        # Copy a word in either token form, with or without its leading space (models.copy_head).
+        "copy_head_forms": False,
       }
     )
     c.tokenizer.vocab_size = 4096

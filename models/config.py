@@ -69,6 +69,11 @@ class ModelConfig:
   # tokens all equal the query's, so a copy continued for r tokens points where those r tokens
   # stood (not at any earlier place of its last one or two); 0 = none.
   copy_head_match_run: int = 0
+  # A word is one token with its leading space ("▁Isla" in a sentence) and another without it
+  # ("Isla" after a JSON quote): the pointer copies the word and a learnt gate picks the form, so a
+  # value is copied between an instruction and a tool call. The pairs come from the tokenizer
+  # (`models.copy_head.set_word_forms`); until they are set every token is its own word.
+  copy_head_forms: bool = False
 
   rms_norm_eps: float = 1e-6
   tie_embeddings: bool = False

@@ -24,6 +24,20 @@ for every i < r] for r = 3..R: a copy continued for r tokens then points where t
 stood, not at any earlier place of its last one or two (a digit of an id repeats in dates).
 The scalars are stored a tenth of their value (`MATCH_SCALE`), so Adam moves them ten
 times faster than a weight.
+
+With ``ModelConfig.copy_head_forms`` the pointer copies words, not tokens. A word of a sentence
+is one token with its leading space ("▁Isla") and, after a JSON quote, another without it
+("Isla"), so a name in the instruction could not be copied into a call's first argument token,
+nor a value of a tool reply into the answer's sentence. Each token v has a plain form w(v) (the
+token without its space where both exist, else v): the pointer's mass goes to w(x_{s+1}), the
+match bonus compares plain forms, and a second gate f_t = sigmoid(h_t w_f + b_f) splits the mass
+of a word that has both forms:
+
+  copy(v | t) = sum_{s: w(x_{s+1}) = w(v)} a_ts * (f_t if v is spaced, 1 - f_t if v is plain,
+                1 if v has one form only),
+
+still a distribution. The pairs come from the tokenizer (`set_word_forms`), kept in the model's
+state beside its weights (`WordForms`, not trained).
 The model's ``logits`` are then log p: a normalised log-probability, which softmax, sampling
 and the cross-entropy take as they take logits. Off by default (``ModelConfig.copy_head``);
 Qwen3.5 has no such head, and checkpoints imported from transformers do not carry one.
@@ -54,6 +68,11 @@ class CopyCache:
       k_bsc=jnp.zeros((batch, max_len, config.copy_head_dim), config.compute_dtype),
       tokens_bs=jnp.zeros((batch, max_len), jnp.int32),
     )
+
+
+class WordForms(nnx.Variable):
+  """A vocabulary table [V] int32 of the copy head: each token's plain or spaced form. State of
+  the model, checkpointed with it, not a parameter."""
 
 
 MATCH_INIT = 3.0  # each match bonus at initialisation, in score (logit) units
@@ -94,7 +113,30 @@ class CopyHead(nnx.Module):
     if config.copy_head_match_run:
       runs = config.copy_head_match_run - 2
       self.match_run = nnx.Param(jnp.full((runs,), MATCH_INIT / MATCH_SCALE, jnp.float32))
+    if config.copy_head_forms:
+      self.w_form_d = sharding.param(init, rngs.params(), (d,), ("embed",), dtype)
+      self.b_form = nnx.Param(jnp.zeros((), dtype))
+      identity_v = jnp.arange(config.vocab_size, dtype=jnp.int32)  # every token its own word
+      self.plain_v = WordForms(identity_v)
+      self.spaced_v = WordForms(identity_v)
     self.config = config
+
+  def plain(self, tokens: jax.Array) -> jax.Array:
+    """Each token's plain form (the tokens themselves without ``copy_head_forms``)."""
+    if not self.config.copy_head_forms:
+      return tokens.astype(jnp.int32)
+    return self.plain_v[...][tokens]
+
+  def form_logits(self, h_btd: jax.Array) -> jax.Array | None:
+    """The form gate's logits [B, T] float32 (log-odds of a copy's spaced form), None without
+    ``copy_head_forms``."""
+    if not self.config.copy_head_forms:
+      return None
+    dtype = self.config.compute_dtype
+    return jnp.einsum(
+      "btd,d->bt", h_btd.astype(dtype), self.w_form_d[...].astype(dtype),
+      preferred_element_type=jnp.float32,
+    ) + self.b_form[...].astype(jnp.float32)  # fmt: skip
 
   def match_weights(self) -> jax.Array | None:
     """(m_0, m_1[, m_3 .. m_R]): the score bonus of a key whose token (and the token before it)
@@ -137,13 +179,21 @@ class Pointer(struct.PyTreeNode):
   match_2: jax.Array | None = None
   query_tokens_bk2: jax.Array | None = None
   key_tokens_bs2: jax.Array | None = None
+  # With ``copy_head_forms`` (then ``values_bs`` and the match tokens are plain forms): the form
+  # gate's logits [B, K] and each token's plain and spaced form [V]; None without.
+  form_bk: jax.Array | None = None
+  plain_v: jax.Array | None = None
+  spaced_v: jax.Array | None = None
 
   def take(self, index_bk: jax.Array) -> Pointer:
     """The pointer at query positions ``index_bk`` [B, K'] of its K."""
-    query_tokens = self.query_tokens_bk2
+    query_tokens, form = self.query_tokens_bk2, self.form_bk
     if query_tokens is not None:
       query_tokens = jnp.take_along_axis(query_tokens, index_bk[..., None], axis=1)
+    if form is not None:
+      form = jnp.take_along_axis(form, index_bk, axis=1)
     return self.replace(
+      form_bk=form,
       q_bkc=jnp.take_along_axis(self.q_bkc, index_bk[..., None], axis=1),
       gate_bk=jnp.take_along_axis(self.gate_bk, index_bk, axis=1),
       allowed_bks=jnp.take_along_axis(self.allowed_bks, index_bk[..., None], axis=1),
@@ -163,6 +213,45 @@ class Pointer(struct.PyTreeNode):
       # m_0 and m_1 reward each agreement on its own, m_3 .. m_R the whole run.
       bonus = bonus + jnp.where(same_bks if j < 2 else run_bks, self.match_2[j], 0.0)
     return bonus
+
+  def plain(self, tokens: jax.Array) -> jax.Array:
+    """Each token's plain form (the tokens themselves without ``copy_head_forms``)."""
+    return tokens if self.plain_v is None else self.plain_v[tokens]
+
+  def log_form(self, tokens: jax.Array) -> jax.Array | float:
+    """log of the form gate's share of each token's word: [B, K] for targets [B, K], [B, K, V]
+    for the vocabulary [V]; 0 for a word of one form (and without ``copy_head_forms``)."""
+    if self.form_bk is None:
+      return 0.0
+    paired = self.plain_v[tokens] != self.spaced_v[tokens]
+    spaced = tokens == self.spaced_v[tokens]
+    form_bk = self.form_bk if tokens.ndim == 2 else self.form_bk[..., None]
+    log_share = jnp.where(spaced, jax.nn.log_sigmoid(form_bk), jax.nn.log_sigmoid(-form_bk))
+    return jnp.where(paired, log_share, 0.0)
+
+
+def _with_forms(pointer: Pointer, head: CopyHead, h_btd: jax.Array, at_queries) -> Pointer:
+  """The pointer with the form gate and tables of ``copy_head_forms`` (unchanged without)."""
+  form_bt = head.form_logits(h_btd)
+  if form_bt is None:
+    return pointer
+  return pointer.replace(
+    form_bk=at_queries(form_bt), plain_v=head.plain_v[...], spaced_v=head.spaced_v[...]
+  )
+
+
+def set_word_forms(head: CopyHead, plain_v, spaced_v) -> None:
+  """Stores each vocabulary token's plain form and spaced form (a token of one form: itself in
+  both), as a tokenizer gives them (`rl.data.tokenizer.word_forms`)."""
+  if not head.config.copy_head_forms:
+    raise ValueError("set_word_forms needs a copy head built with copy_head_forms=True")
+  v = head.config.vocab_size
+  tables = [jnp.asarray(t, jnp.int32) for t in (plain_v, spaced_v)]
+  for table in tables:
+    if table.shape != (v,) or bool(jnp.any((table < 0) | (table >= v))):
+      raise ValueError(f"a word-form table must hold {v} ids in [0, {v}), got {table.shape}")
+  head.plain_v[...] = tables[0]
+  head.spaced_v[...] = tables[1]
 
 
 def training_pointer(
@@ -189,11 +278,13 @@ def training_pointer(
     allowed_bks = allowed_bks & (
       at_queries(segment_ids_bt)[:, :, None] == segment_ids_bt[:, None, :]
     )
-  values_bs = jnp.pad(tokens_bt[:, 1:], ((0, 0), (0, 1))).astype(jnp.int32)
+  plain_bt = head.plain(tokens_bt)
+  values_bs = jnp.pad(plain_bt[:, 1:], ((0, 0), (0, 1)))
   pointer = Pointer(at_queries(q_btc), at_queries(gate_bt), k_btc, values_bs, allowed_bks)
+  pointer = _with_forms(pointer, head, h_btd, at_queries)
   match_2 = head.match_weights()
   if match_2 is not None:
-    tokens_bt2 = _with_previous(tokens_bt, segment_ids_bt, head.match_depth())
+    tokens_bt2 = _with_previous(plain_bt, segment_ids_bt, head.match_depth())
     pointer = pointer.replace(
       match_2=match_2, query_tokens_bk2=at_queries(tokens_bt2), key_tokens_bs2=tokens_bt2
     )
@@ -230,11 +321,13 @@ def cached_pointer(
   )
   s = new.k_bsc.shape[1]
   allowed_bts = jnp.arange(s)[None, None, :] < positions_bt[:, :, None]
-  values_bs = jnp.pad(new.tokens_bs[:, 1:], ((0, 0), (0, 1)))
+  plain_bs = head.plain(new.tokens_bs)
+  values_bs = jnp.pad(plain_bs[:, 1:], ((0, 0), (0, 1)))
   pointer = Pointer(q_btc, gate_bt, new.k_bsc, values_bs, allowed_bts)
+  pointer = _with_forms(pointer, head, h_btd, lambda x: x)
   match_2 = head.match_weights()
   if match_2 is not None:
-    key_tokens_bs2 = _with_previous(new.tokens_bs, depth=head.match_depth())  # new slots too
+    key_tokens_bs2 = _with_previous(plain_bs, depth=head.match_depth())  # new slots too
     query_tokens_bt2 = jnp.take_along_axis(key_tokens_bs2, positions_bt[..., None], axis=1)
     pointer = pointer.replace(
       match_2=match_2, query_tokens_bk2=query_tokens_bt2, key_tokens_bs2=key_tokens_bs2
@@ -278,9 +371,13 @@ def mixture_logits(lm_logits_bkv: jax.Array, pointer: Pointer) -> jax.Array:
     return jnp.zeros((weights_ks.shape[0], v), jnp.float32).at[:, values_s].add(weights_ks)
 
   copy_bkv = jax.vmap(scatter)(weights_bks, pointer.values_bs)
+  log_copy_bkv = _safe_log(copy_bkv)
+  if pointer.plain_v is not None:  # each token gets its word's mass times its form's share
+    vocab_v = jnp.arange(v)
+    log_copy_bkv = log_copy_bkv[..., pointer.plain_v] + pointer.log_form(vocab_v)
   log_keep, log_gate = _log_gates(pointer, any_bk)
   lm_logp = jax.nn.log_softmax(lm_logits_bkv.astype(jnp.float32), axis=-1)
-  out = jnp.logaddexp(log_keep[..., None] + lm_logp, log_gate[..., None] + _safe_log(copy_bkv))
+  out = jnp.logaddexp(log_keep[..., None] + lm_logp, log_gate[..., None] + log_copy_bkv)
   return sharding.constrain(out, ("act_batch", "act_seq", "act_vocab"))
 
 
@@ -293,9 +390,9 @@ def target_logp(
   so no [B, K, V] array is formed (what a training loss needs). The pointer part is -inf where
   no key's next token is the target."""
   weights_bks, any_bk = pointer_weights(pointer)
-  hits_bks = pointer.values_bs[:, None, :] == targets_bk[:, :, None]
+  hits_bks = pointer.values_bs[:, None, :] == pointer.plain(targets_bk)[:, :, None]
   copy_bk = jnp.sum(jnp.where(hits_bks, weights_bks, 0.0), axis=-1)
   log_keep, log_gate = _log_gates(pointer, any_bk)
   lm_bk = log_keep + lm_logp_bk
-  pointer_bk = log_gate + _safe_log(copy_bk)
+  pointer_bk = log_gate + _safe_log(copy_bk) + pointer.log_form(targets_bk)
   return jnp.logaddexp(lm_bk, pointer_bk), lm_bk, pointer_bk

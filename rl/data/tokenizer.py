@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import sentencepiece as spm
 import tokenizers
 
@@ -425,3 +426,28 @@ def require_tokens(tokenizer: Tokenizer, tokens: Iterable[str], source: str | Pa
       f"the tokenizer{where} has no single id for the special token(s) {missing}: the chat "
       "format (rl.data.chat) needs each of them as one vocabulary entry"
     )
+
+
+def word_forms(
+  tokenizer: Tokenizer, vocab_size: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+  """(plain [V], spaced [V]) int32 for a copy head with ``copy_head_forms``
+  (`models.copy_head.set_word_forms`): where one token is a word with its leading space
+  (" Isla") and another the same word without it ("Isla"), both map to the second in ``plain``
+  and to the first in ``spaced``; every other id maps to itself in both. V is ``vocab_size``
+  (a model's vocabulary may be rounded up past the tokenizer's; the extra ids are their own)."""
+  v = vocab_size or tokenizer.vocab_size
+  if v < tokenizer.vocab_size:
+    raise ValueError(f"vocab_size {v} < the tokenizer's {tokenizer.vocab_size}")
+  plain, spaced = np.arange(v, dtype=np.int32), np.arange(v, dtype=np.int32)
+  by_bytes = {}  # a learned piece wins over the byte-fallback piece of the same byte (lower id)
+  for i in range(tokenizer.vocab_size):
+    b = tokenizer.token_bytes(i)
+    if b:
+      by_bytes[b] = i
+  for b, i in by_bytes.items():
+    j = by_bytes.get(b[1:]) if b[:1] == b" " and len(b) > 1 else None
+    if j is not None:
+      plain[i] = plain[j] = j
+      spaced[i] = spaced[j] = i
+  return plain, spaced

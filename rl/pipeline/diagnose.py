@@ -65,7 +65,7 @@ def _inner_arguments(message: dict[str, Any]) -> Any:
 class _Scorer:
   """Greedy argmax of one padded row, jitted once per row length; with a copy head also, at
   each position, its gate g, the LM head's own argmax and the token after the position the
-  pointer weighs most."""
+  pointer weighs most (with word forms, in the form its gate prefers)."""
 
   def __init__(self, model, pad_id: int):
     self.graphdef, self.state = nnx.split(model)
@@ -78,12 +78,16 @@ class _Scorer:
     if not self.copy_head:
       return {"argmax": model(tokens_bt).argmax(-1)}
     out = model.forward(tokens_bt)
-    weights_bts, _ = pointer_weights(out.pointer)
+    pointer = out.pointer
+    weights_bts, _ = pointer_weights(pointer)
+    pointed_bt = jnp.take_along_axis(pointer.values_bs, weights_bts.argmax(-1), axis=1)
+    if pointer.form_bk is not None:  # a word: the form its gate prefers
+      pointed_bt = jnp.where(pointer.form_bk > 0, pointer.spaced_v[pointed_bt], pointed_bt)
     return {
       "argmax": out.logits.argmax(-1),
-      "gate": jax.nn.sigmoid(out.pointer.gate_bk),
+      "gate": jax.nn.sigmoid(pointer.gate_bk),
       "lm_head": lm_head(out.hidden, model.head_weight()).argmax(-1),
-      "pointer": jnp.take_along_axis(out.pointer.values_bs, weights_bts.argmax(-1), axis=1),
+      "pointer": pointed_bt,
     }
 
   def score(self, ids: Sequence[int], row: int) -> dict[str, np.ndarray]:

@@ -150,7 +150,7 @@ def init_policy(
   sft_dir.mkdir(parents=True, exist_ok=True)
   tokenizer = get_tokenizer(sft_config, sft_dir, trajectories)
   tokenizer.save(sft_dir)
-  model, _ = build_model(sft_config, tokenizer.vocab_size)
+  model, _ = build_model(sft_config, tokenizer.vocab_size, tokenizer=tokenizer)
   save_policy(out, model, tokenizer, 0)
   return out
 

@@ -28,6 +28,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from tqdm import tqdm
 
 import models
+from models.copy_head import set_word_forms
 from models.loss import (  # noqa: F401 (the fused head loss, as rl.sft.trainer has always offered it)
   LOSS_CHUNK_TOKENS,
   head_eval,
@@ -41,6 +42,7 @@ from rl.data.chat import ChatRenderer
 from rl.data.packing import BATCH_KEYS
 from rl.data.tokenizer import (
   load_tokenizer,
+  word_forms,
 )
 from rl.serve.policy import POLICY_DIR, savable, save_policy, unsavable
 from rl.sft.copying import copy_stage, plot_stage
@@ -221,11 +223,12 @@ RUNTIME_FIELDS = (
 
 
 def build_model(
-  config: ml_collections.ConfigDict, vocab_size: int, mesh=None
+  config: ml_collections.ConfigDict, vocab_size: int, mesh=None, tokenizer=None
 ) -> tuple[models.Transformer, models.ModelConfig]:
   """The model to train: imported with `from_pretrained` from ``model.init_from`` (its shape is
   the checkpoint's; only the `RUNTIME_FIELDS` of ``model.overrides`` apply), else a random one
-  of ``model.name`` with the overrides and a vocabulary of at least `vocab_size` ids."""
+  of ``model.name`` with the overrides and a vocabulary of at least `vocab_size` ids. A copy
+  head with ``copy_head_forms`` takes its word forms from ``tokenizer`` (required then)."""
   if config.model.init_from:
     overrides = {k: v for k, v in dict(config.model.overrides).items() if k in RUNTIME_FIELDS}
     model, cfg = models.from_pretrained(config.model.init_from, mesh=mesh, **overrides)
@@ -234,6 +237,10 @@ def build_model(
     model = models.create_model(cfg, seed=config.seed, mesh=mesh)
   if cfg.vocab_size < vocab_size:
     raise ValueError(f"model vocab {cfg.vocab_size} < the tokenizer's {vocab_size}")
+  if cfg.copy_head and cfg.copy_head_forms:
+    if tokenizer is None:
+      raise ValueError("model.overrides.copy_head_forms needs the tokenizer's word forms")
+    set_word_forms(model.copy_head, *word_forms(tokenizer, cfg.vocab_size))
   return model, cfg
 
 
@@ -294,7 +301,7 @@ def export_checkpoint(
     raise ValueError(f"no checkpoint of step {step} in {manager.directory}; there are {steps}")
   tokenizer = load_tokenizer(workdir)
   with nnx.use_eager_sharding(False):
-    model, _ = build_model(config, tokenizer.vocab_size)
+    model, _ = build_model(config, tokenizer.vocab_size, tokenizer=tokenizer)
     tx, _ = make_optimizer(config, max(steps[-1], 1))
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     like = {"step": jnp.zeros((), jnp.int32), "params": params, "rest": rest}
@@ -385,7 +392,7 @@ def train(
   tx, schedule = make_optimizer(config, total_steps)
 
   with models.use_mesh(mesh):
-    model, model_config = build_model(config, tokenizer.vocab_size, mesh)
+    model, model_config = build_model(config, tokenizer.vocab_size, mesh, tokenizer)
     graphdef, state = init_state(model, tx, mesh)
     del model
     state_shardings = jax.tree.map(lambda x: x.sharding, state)

@@ -670,3 +670,27 @@ def test_the_cpu_regime_runs_at_test_size(tmp_path):
   assert resumed["steps"] == 3 and resumed["loss_positions"] == 1
   assert resumed["full_position_steps"] == 1
   assert resumed["copy_stage"] is None  # the checkpoint holds the stage's result
+
+
+def test_a_copy_head_with_word_forms_takes_them_from_the_tokenizer_and_keeps_them(
+  tmp_path, tokenizer
+):
+  """``copy_head_forms``: the new model's word-form tables are the tokenizer's
+  (`rl.data.tokenizer.word_forms`), a policy saved and loaded keeps them, and building one
+  without a tokenizer is a clear error."""
+  from rl.data.tokenizer import word_forms
+  from rl.serve.policy import load_policy_parts, save_policy
+
+  config = get_config("tiny")
+  config.model.overrides = dict(TINY, copy_head=True, copy_head_match=True, copy_head_forms=True)
+  model, model_config = sft.build_model(config, tokenizer.vocab_size, tokenizer=tokenizer)
+  plain, spaced = word_forms(tokenizer, model_config.vocab_size)
+  assert (plain != spaced).any()
+  np.testing.assert_array_equal(model.copy_head.plain_v[...], plain)
+  np.testing.assert_array_equal(model.copy_head.spaced_v[...], spaced)
+  save_policy(tmp_path / "policy", model, tokenizer)
+  loaded, _, _ = load_policy_parts(tmp_path / "policy")
+  np.testing.assert_array_equal(loaded.copy_head.plain_v[...], plain)
+  np.testing.assert_array_equal(loaded.copy_head.spaced_v[...], spaced)
+  with pytest.raises(ValueError, match="copy_head_forms needs the tokenizer"):
+    sft.build_model(config, tokenizer.vocab_size)

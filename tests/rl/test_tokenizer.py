@@ -24,6 +24,7 @@ from rl.data.tokenizer import (
   SentencePieceTokenizer,
   Tokenizer,
   load_tokenizer,
+  word_forms,
 )
 
 TEXTS = [
@@ -285,3 +286,29 @@ def test_an_imported_checkpoint_trains_and_serves_with_its_tokenizer_json(hf_tok
   (tmp_path / "policy" / CONFIG_FILE).write_text(json.dumps({**saved, "vocab_size": 128}))
   with pytest.raises(ValueError, match=f"the tokenizer has {tokenizer.vocab_size} ids but"):
     load_policy_parts(tmp_path / "policy")
+
+
+@pytest.mark.parametrize("kind", ["sentencepiece", "hf"])
+def test_word_forms_pair_a_word_with_and_without_its_leading_space(kind, tokenizer, hf_tokenizer):
+  """Where " Schedule" and "Schedule" are both single tokens they are one word (plain form the
+  second, spaced the first); a token without a twin, and the ids past the tokenizer's in a
+  rounded-up vocabulary, are their own word."""
+  tok = tokenizer if kind == "sentencepiece" else hf_tokenizer
+  v = tok.vocab_size + 7
+  plain, spaced = word_forms(tok, v)
+  assert plain.shape == spaced.shape == (v,)
+  pairs = 0
+  for i in range(tok.vocab_size):
+    if plain[i] == spaced[i]:
+      assert plain[i] == i
+      continue
+    pairs += i == spaced[i]
+    assert tok.token_bytes(int(spaced[i])) == b" " + tok.token_bytes(int(plain[i]))
+    assert i in (plain[i], spaced[i]) and plain[plain[i]] == plain[i]
+  assert pairs > 20
+  np.testing.assert_array_equal(plain[tok.vocab_size :], np.arange(tok.vocab_size, v))
+  (word,) = [w for w in ("Schedule", "id", "the") if len(tok.encode(" " + w)) == 1][:1]
+  (spaced_id,), (plain_id,) = tok.encode(" " + word), tok.encode(word)
+  assert (plain[spaced_id], spaced[plain_id]) == (plain_id, spaced_id)
+  with pytest.raises(ValueError, match="vocab_size"):
+    word_forms(tok, tok.vocab_size - 1)
