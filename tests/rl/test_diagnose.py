@@ -102,3 +102,28 @@ def test_copy_starts_are_split_by_the_copy_heads_gate(renderer, oracle_messages)
   assert start["right_when_open"] == start["right"]
   scripted = Scripted(np.zeros(8, int), renderer.tokenizer.vocab_size)
   assert diagnose(scripted, renderer, [_record(messages)], max_len=row)["copy_start"] == {}
+
+
+def test_with_word_forms_the_pointer_writes_the_form_its_gate_prefers(renderer, oracle_messages):
+  """With ``copy_head_forms`` the pointer's token is its word in the form the form gate prefers:
+  every one spaced (or of one form) with the gate pushed one way, plain the other way."""
+  from models import create_model, get_config
+  from models.copy_head import set_word_forms
+  from rl.data.tokenizer import word_forms
+  from rl.pipeline.diagnose import _Scorer
+
+  vocab = renderer.tokenizer.vocab_size
+  config = get_config(
+    "tiny", vocab_size=vocab, copy_head=True, copy_head_match=True, copy_head_forms=True
+  )
+  model = create_model(config)
+  plain, spaced = word_forms(renderer.tokenizer, vocab)
+  set_word_forms(model.copy_head, plain, spaced)
+  ids = renderer.render(_prefix(oracle_messages[0], calls=2)).ids
+  pointed = {}
+  for bias, form in ((30.0, spaced), (-30.0, plain)):
+    model.copy_head.b_form[...] = jnp.asarray(bias)
+    pointed[bias] = _Scorer(model, renderer.tokenizer.pad_id).score(ids, len(ids))["pointer"]
+    np.testing.assert_array_equal(form[pointed[bias]], pointed[bias])
+  assert (pointed[30.0] != pointed[-30.0]).any()  # some words have both forms
+  np.testing.assert_array_equal(plain[pointed[30.0]], pointed[-30.0])
