@@ -17,7 +17,10 @@ JSON type. A value is reproduced when every token overlapping it is the argmax.
 
 With a copy head (`models.copy_head`), ``copy_start`` looks at each copied value's first token,
 where the copy is chosen: how often the gate is open (g > 1/2), the pointer's top position and
-the LM head alone name the right token, and the mixture is right with the gate open or closed.
+the LM head alone name the right token, and the mixture is right with the gate open or closed;
+and whether the token stands earlier in the context as the next token of some position (what a
+pointer over tokens can copy: ``token_in_context``) or does in its other form, with or without
+its leading space (what a pointer over words, ``copy_head_forms``, can: ``word_in_context``).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from tqdm import tqdm
 from models.copy_head import pointer_weights
 from models.model import lm_head
 from rl.data.chat import IM_END, TOOL_CALL, ChatRenderer, assistant_body, conversation_turns
+from rl.data.tokenizer import word_forms
 
 PARTS = ("sentence", "header", "arguments")
 _ARGS_MARK = '"arguments": '
@@ -105,6 +109,7 @@ def diagnose(
   ``max_len`` tokens; ``examples`` copied values the policy missed are listed with what it wrote.
   """
   scorer = _Scorer(model, renderer.tokenizer.pad_id)
+  plain_v = word_forms(renderer.tokenizer)[0] if scorer.copy_head else None
   counts: collections.Counter = collections.Counter()
   values: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
   starts: collections.Counter = collections.Counter()  # the copy head at copied values' starts
@@ -165,7 +170,10 @@ def diagnose(
         if copied and scorer.copy_head:
           first = j + int(isinstance(value, str))  # the value's first character, past a quote
           k = int(np.flatnonzero((spans[:, 0] <= first) & (spans[:, 1] > first))[0])
-          _count_copy_start(starts, scored, start - 1 + k, target[k])
+          q = start - 1 + k
+          _count_copy_start(starts, scored, q, target[k])
+          starts["token_in_context"] += int(target[k] in ids[1 : q + 1])
+          starts["word_in_context"] += int(plain_v[target[k]] in plain_v[ids[1 : q + 1]])
         if copied and not hit and len(missed) < examples:
           sel = (spans[:, 0] < j + len(text)) & (spans[:, 1] > j)
           wrote = renderer.decode(pred[start - 1 : start - 1 + len(target)][sel])
@@ -192,6 +200,7 @@ def diagnose(
 
 
 _START_KEYS = ("right", "gate_open", "pointer_right", "lm_head_right")
+_START_KEYS += ("token_in_context", "word_in_context")
 
 
 def _count_copy_start(starts: collections.Counter, scored, q: int, target: int) -> None:

@@ -93,6 +93,8 @@ def test_copy_starts_are_split_by_the_copy_heads_gate(renderer, oracle_messages)
   assert all(
     0.0 <= start[k] <= 1.0 for k in ("right", "gate_open", "pointer_right", "lm_head_right")
   )
+  # A copied value's first token stands earlier as itself or as its word's other form.
+  assert 0.0 < start["token_in_context"] <= start["word_in_context"] <= 1.0
   by_gate = [(start[f"right_when_{g}"] or 0.0, share) for g, share in
              (("open", start["gate_open"]), ("closed", 1.0 - start["gate_open"]))]  # fmt: skip
   assert abs(sum(r * share for r, share in by_gate) - start["right"]) < 1e-9
