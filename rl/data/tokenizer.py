@@ -434,10 +434,8 @@ def word_forms(
   """(plain [V], spaced [V]) int32 for a copy head with ``copy_head_forms``
   (`models.copy_head.set_word_forms`): where one token is a word with its leading space
   (" Isla") and another the same word without it ("Isla"), both map to the second in ``plain``
-  and to the first in ``spaced``; every other id maps to itself in both. A word starts with a
-  letter or a digit: punctuation keeps its two tokens apart (' "' opens a JSON string, '"'
-  closes one). V is ``vocab_size`` (a model's vocabulary may be rounded up past the
-  tokenizer's; the extra ids are their own)."""
+  and to the first in ``spaced``; every other id maps to itself in both. V is ``vocab_size``
+  (a model's vocabulary may be rounded up past the tokenizer's; the extra ids are their own)."""
   v = vocab_size or tokenizer.vocab_size
   if v < tokenizer.vocab_size:
     raise ValueError(f"vocab_size {v} < the tokenizer's {tokenizer.vocab_size}")
@@ -448,18 +446,8 @@ def word_forms(
     if b:
       by_bytes[b] = i
   for b, i in by_bytes.items():
-    j = by_bytes.get(b[1:]) if b[:1] == b" " and _starts_a_word(b[1:]) else None
+    j = by_bytes.get(b[1:]) if b[:1] == b" " and len(b) > 1 else None
     if j is not None:
       plain[i] = plain[j] = j
       spaced[i] = spaced[j] = i
   return plain, spaced
-
-
-def _starts_a_word(b: bytes) -> bool:
-  """Whether token bytes ``b`` begin with a letter or a digit (a whole UTF-8 character)."""
-  for n in range(1, min(4, len(b)) + 1):
-    try:
-      return b[:n].decode().isalnum()
-    except UnicodeDecodeError:
-      continue
-  return False
