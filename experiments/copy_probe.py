@@ -60,6 +60,9 @@ def probe(
   pattern: str = "span",
 ):
   """Trains the config's model on copy rows; the (step, accuracy, loss) points."""
+  if config.model.overrides.get("copy_head_forms"):  # random ids have no words to pair
+    config = config.copy_and_resolve_references()
+    config.model.overrides.copy_head_forms = False
   model, model_config = sft.build_model(config, vocab)
   tx, schedule = sft.make_optimizer(config, steps)
   graphdef, params, rest = nnx.split(model, nnx.Param, ...)
