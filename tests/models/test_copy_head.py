@@ -155,6 +155,8 @@ def test_the_pointer_learns_to_recall_what_followed_a_cue(config):
   """A few Adam steps on rows "k1 v1 k2 v2 ... k_i ?" (cued recall, which the model without a
   copy head does not learn in 2,000 steps; README) raise the probability of the recalled value,
   with finite gradients everywhere (queries with nothing to point at included)."""
+  if config.copy_head_forms:
+    pytest.skip("a new model's words are its tokens: the match case (forms: the next test)")
   model = create_model(config, seed=0)
   rng = np.random.default_rng(0)
   pairs, rows = 6, 8
