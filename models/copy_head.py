@@ -38,6 +38,7 @@ of a word that has both forms:
 
 still a distribution. The pairs come from the tokenizer (`set_word_forms`), kept in the model's
 state beside its weights (`WordForms`, not trained).
+
 The model's ``logits`` are then log p: a normalised log-probability, which softmax, sampling
 and the cross-entropy take as they take logits. Off by default (``ModelConfig.copy_head``);
 Qwen3.5 has no such head, and checkpoints imported from transformers do not carry one.
