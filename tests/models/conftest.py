@@ -29,3 +29,13 @@ def forward(model, tokens, segment_ids=None, positions=None):
 def random_tokens(shape, vocab_size, seed=0):
   """Made with numpy: an eager jax.random call would compile a kernel per shape."""
   return jnp.asarray(np.random.default_rng(seed).integers(0, vocab_size, shape), jnp.int32)
+
+
+def paired_word_forms(vocab_size, words=None):
+  """Word-form tables (plain [V], spaced [V]) for `models.copy_head.set_word_forms` in which
+  tokens 2k and 2k + 1 are one word, 2k its plain form and 2k + 1 its spaced one, for the first
+  ``words`` pairs (default: every whole pair of the vocabulary); every other token its own."""
+  plain, spaced = np.arange(vocab_size), np.arange(vocab_size)
+  n = 2 * (vocab_size // 2 if words is None else words)
+  plain[:n], spaced[:n] = np.arange(n) // 2 * 2, np.arange(n) // 2 * 2 + 1
+  return plain, spaced

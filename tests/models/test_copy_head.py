@@ -12,7 +12,7 @@ from flax import nnx
 from models import create_model, decode_step, prefill
 from models.copy_head import set_word_forms, training_pointer
 from models.model import Cache
-from tests.models.conftest import BATCH, SEQ, forward, random_tokens
+from tests.models.conftest import BATCH, SEQ, forward, paired_word_forms, random_tokens
 
 B, T, MAX_LEN = BATCH, SEQ, 32
 
@@ -36,13 +36,10 @@ def config(tiny_config, request):
 def _word_forms(config):
   """(plain [V], spaced [V]): with word forms, tokens 2k and 2k + 1 (k < 3) are one word, 2k its
   plain form and 2k + 1 its spaced one; every other token (and every token without) its own."""
-  plain, spaced = np.arange(config.vocab_size), np.arange(config.vocab_size)
-  if config.copy_head_forms:
-    plain[:6], spaced[:6] = np.arange(6) // 2 * 2, np.arange(6) // 2 * 2 + 1
-  return plain, spaced
+  return paired_word_forms(config.vocab_size, words=3 if config.copy_head_forms else 0)
 
 
-def _form_share(config, model, form_logit, v):
+def _form_share(config, form_logit, v):
   """The form gate's share of token v's word (1 for a word of one token)."""
   plain, spaced = _word_forms(config)
   if plain[v] == spaced[v]:
@@ -109,7 +106,7 @@ def test_logits_are_the_mixture_of_the_head_and_the_pointer(model, config):
         words = np.zeros(config.vocab_size)
         np.add.at(words, toks[b, 1 : t + 1], weights)
         f = 0.0 if form is None else float(form[b, t])
-        copy = [words[plain[v]] * _form_share(config, model, f, v) for v in range(len(words))]
+        copy = [words[plain[v]] * _form_share(config, f, v) for v in range(len(words))]
         expected = (1 - g) * expected + g * np.asarray(copy)
       np.testing.assert_allclose(probs[b, t], expected, atol=2e-5)
 
@@ -197,8 +194,7 @@ def test_word_forms_recall_a_value_in_its_other_form(tiny_config):
   )
   model = create_model(config, seed=0)
   v = config.vocab_size
-  pair_v = np.arange(v) // 2 * 2  # 2k plain, 2k + 1 spaced
-  set_word_forms(model.copy_head, pair_v, np.minimum(pair_v + 1, v - 1))
+  set_word_forms(model.copy_head, *paired_word_forms(v))  # 2k plain, 2k + 1 spaced
   rng = np.random.default_rng(0)
 
   def rows(n, pairs=6):
@@ -326,7 +322,7 @@ def test_the_pointer_path_loss_scores_copyable_targets_by_the_pointer_alone(mode
   form = out.pointer.form_bk
   for b, t in np.ndindex(*copy.shape):
     f = 0.0 if form is None else float(form[b, t])
-    copy[b, t] *= _form_share(config, model, f, int(targets[b, t]))
+    copy[b, t] *= _form_share(config, f, int(targets[b, t]))
   gate = np.asarray(jax.nn.sigmoid(out.pointer.gate_bk))
   copyable = copy > 0
   assert copyable.any() and (~copyable).any()

@@ -7,7 +7,7 @@ from flax import nnx
 from models import create_model, decode_step, greedy_generate, prefill
 from models.copy_head import set_word_forms
 from models.decode import forward_unrolled, roll_cache, unroll, unroll_cache
-from tests.models.conftest import BATCH, SEQ, forward, random_tokens
+from tests.models.conftest import BATCH, SEQ, forward, paired_word_forms, random_tokens
 
 B, T, MAX_LEN, STEPS = BATCH, SEQ, 32, 6
 
@@ -61,8 +61,8 @@ def test_greedy_generation_is_the_argmax_of_the_full_forward(tiny_model, tiny_co
 def test_unrolled_decoding_equals_the_scanned_cache_path(tiny_config, interval, dense, copy_head):
   """`forward_unrolled` on per-layer weights and caches (DeltaNet and attention layers, sparse
   or dense experts, a copy head whose cache comes last, with or without its match bonus and word
-  forms) gives
-  the scanned forward's logits, and its caches stack back into the scanned path's cache."""
+  forms) gives the scanned forward's logits, and its caches stack back into the scanned path's
+  cache."""
   match, forms = copy_head in ("match", "forms"), copy_head == "forms"
   config = tiny_config.replace(
     full_attention_interval=interval,
@@ -74,8 +74,7 @@ def test_unrolled_decoding_equals_the_scanned_cache_path(tiny_config, interval, 
   if copy_head:  # a gate that mixes in earnest
     model.copy_head.b_gate[...] = jnp.ones(())
   if forms:  # tokens 2k and 2k + 1 one word, and a form gate that does not split it evenly
-    pair_v = jnp.arange(config.vocab_size) // 2 * 2
-    set_word_forms(model.copy_head, pair_v, jnp.minimum(pair_v + 1, config.vocab_size - 1))
+    set_word_forms(model.copy_head, *paired_word_forms(config.vocab_size))
     model.copy_head.b_form[...] = jnp.full((), 0.7)
   tokens = random_tokens((B, T), 6 if match else config.vocab_size, seed=5)
   lengths = jnp.array([5, 13, 9])

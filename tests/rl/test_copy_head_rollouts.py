@@ -10,6 +10,7 @@ from flax import nnx
 from models import create_model, get_config
 from models.copy_head import set_word_forms
 from rl.grpo.trainer import policy_logp
+from tests.models.conftest import paired_word_forms
 
 TEMPERATURE = 0.7
 
@@ -26,8 +27,7 @@ def test_policy_logp_of_a_copy_head_model_is_that_of_its_logits(match, forms):
   model = create_model(config, seed=3)
   model.copy_head.b_gate[...] = jnp.ones(())  # the pointer carries real mass
   if forms:  # tokens 2k and 2k + 1 one word
-    pair_v = jnp.arange(config.vocab_size) // 2 * 2
-    set_word_forms(model.copy_head, pair_v, jnp.minimum(pair_v + 1, config.vocab_size - 1))
+    set_word_forms(model.copy_head, *paired_word_forms(config.vocab_size))
     model.copy_head.b_form[...] = jnp.full((), -0.5)
   rng = np.random.default_rng(0)
   vocab = 6 if match else config.vocab_size  # few ids: keys often match queries
