@@ -172,6 +172,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         # copy starts right 0.94 (0.83 without), held-out pass rate c + g 20 of 57 (16), on 200
         # seed-1 tasks 0.275 (0.26) (README, "Copying a word in either form").
         "copy_head_forms": True,
+        # A learnt gate on the match bonus at each query (models.copy_head), so a copy start can
+        # set aside the pull towards the value a reply held under the same key.
+        "copy_head_match_gate": False,
       }
     )
     c.tokenizer.vocab_size = 4096

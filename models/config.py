@@ -69,6 +69,10 @@ class ModelConfig:
   # tokens all equal the query's, so a copy continued for r tokens points where those r tokens
   # stood (not at any earlier place of its last one or two); 0 = none.
   copy_head_match_run: int = 0
+  # With the match bonus: a learnt gate sigmoid(h_t w + b) scales it at each query, so a query
+  # where a copy starts (a JSON quote, whose earlier places are every value of every reply) can
+  # set the induction prior aside and one that continues a copy keeps it.
+  copy_head_match_gate: bool = False
   # A word is one token with its leading space ("▁Isla" in a sentence) and another without it
   # ("Isla" after a JSON quote): the pointer copies the word and a learnt gate picks the form, so a
   # value is copied between an instruction and a tool call. The pairs come from the tokenizer
@@ -111,6 +115,8 @@ class ModelConfig:
       raise ValueError(
         f"copy_head_match_run={self.copy_head_match_run} must be 0, or >= 3 with copy_head_match"
       )
+    if self.copy_head_match_gate and not self.copy_head_match:
+      raise ValueError("copy_head_match_gate needs copy_head_match")
     if self.moe_backend not in MOE_BACKENDS:
       raise ValueError(f"moe_backend={self.moe_backend!r}; valid: {MOE_BACKENDS}")
     if self.remat not in REMAT_POLICIES:

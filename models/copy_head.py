@@ -23,7 +23,10 @@ starts. With ``ModelConfig.copy_head_match_run`` R the scores also gain m_r [x_{
 for every i < r] for r = 3..R: a copy continued for r tokens then points where those r tokens
 stood, not at any earlier place of its last one or two (a digit of an id repeats in dates).
 The scalars are stored a tenth of their value (`MATCH_SCALE`), so Adam moves them ten
-times faster than a weight.
+times faster than a weight. With ``ModelConfig.copy_head_match_gate`` a learnt gate
+sigmoid(h_t w_m + b_m) scales the whole bonus at each query: where a copy starts, the query's
+token is a JSON quote whose earlier places are the values of every tool reply, and the bonus
+would pull the copy to a reply's value under the same key rather than to the instruction's.
 
 With ``ModelConfig.copy_head_forms`` the pointer copies words, not tokens. A word of a sentence
 is one token with its leading space ("▁Isla") and, after a JSON quote, another without it
@@ -78,6 +81,7 @@ class WordForms(nnx.Variable):
 
 MATCH_INIT = 3.0  # each match bonus at initialisation, in score (logit) units
 MATCH_SCALE = 10.0  # the bonus is stored divided by this
+MATCH_GATE_INIT = 3.0  # the match gate's bias at initialisation: sigmoid(3) = 0.95
 
 
 def _with_previous(
@@ -114,6 +118,9 @@ class CopyHead(nnx.Module):
     if config.copy_head_match_run:
       runs = config.copy_head_match_run - 2
       self.match_run = nnx.Param(jnp.full((runs,), MATCH_INIT / MATCH_SCALE, jnp.float32))
+    if config.copy_head_match_gate:
+      self.w_match_d = sharding.param(init, rngs.params(), (d,), ("embed",), dtype)
+      self.b_match = nnx.Param(jnp.full((), MATCH_GATE_INIT, dtype))
     if config.copy_head_forms:
       self.w_form_d = sharding.param(init, rngs.params(), (d,), ("embed",), dtype)
       self.b_form = nnx.Param(jnp.zeros((), dtype))
@@ -128,16 +135,26 @@ class CopyHead(nnx.Module):
       return tokens.astype(jnp.int32)
     return self.plain_v[...][tokens]
 
+  def _gate_logits(self, h_btd: jax.Array, w_d: nnx.Param, b: nnx.Param) -> jax.Array:
+    """h_t w + b [B, T] float32."""
+    dtype = self.config.compute_dtype
+    return jnp.einsum(
+      "btd,d->bt", h_btd.astype(dtype), w_d[...].astype(dtype), preferred_element_type=jnp.float32
+    ) + b[...].astype(jnp.float32)  # fmt: skip
+
   def form_logits(self, h_btd: jax.Array) -> jax.Array | None:
     """The form gate's logits [B, T] float32 (log-odds of a copy's spaced form), None without
     ``copy_head_forms``."""
     if not self.config.copy_head_forms:
       return None
-    dtype = self.config.compute_dtype
-    return jnp.einsum(
-      "btd,d->bt", h_btd.astype(dtype), self.w_form_d[...].astype(dtype),
-      preferred_element_type=jnp.float32,
-    ) + self.b_form[...].astype(jnp.float32)  # fmt: skip
+    return self._gate_logits(h_btd, self.w_form_d, self.b_form)
+
+  def match_gate(self, h_btd: jax.Array) -> jax.Array | None:
+    """The share [B, T] float32 of the match bonus each query keeps, None without
+    ``copy_head_match_gate``."""
+    if not self.config.copy_head_match_gate:
+      return None
+    return jax.nn.sigmoid(self._gate_logits(h_btd, self.w_match_d, self.b_match))
 
   def match_weights(self) -> jax.Array | None:
     """(m_0, m_1[, m_3 .. m_R]): the score bonus of a key whose token (and the token before it)
@@ -160,10 +177,7 @@ class CopyHead(nnx.Module):
     h_btd = h_btd.astype(dtype)
     q_btc = jnp.einsum("btd,dc->btc", h_btd, self.w_q_dc[...].astype(dtype))
     k_btc = jnp.einsum("btd,dc->btc", h_btd, self.w_k_dc[...].astype(dtype))
-    gate_bt = jnp.einsum(
-      "btd,d->bt", h_btd, self.w_gate_d[...].astype(dtype), preferred_element_type=jnp.float32
-    ) + self.b_gate[...].astype(jnp.float32)
-    return q_btc, k_btc, gate_bt
+    return q_btc, k_btc, self._gate_logits(h_btd, self.w_gate_d, self.b_gate)
 
 
 class Pointer(struct.PyTreeNode):
@@ -180,6 +194,8 @@ class Pointer(struct.PyTreeNode):
   match_2: jax.Array | None = None
   query_tokens_bk2: jax.Array | None = None
   key_tokens_bs2: jax.Array | None = None
+  # With ``copy_head_match_gate``: the share [B, K] of the bonus each query keeps; None without.
+  match_gate_bk: jax.Array | None = None
   # With ``copy_head_forms`` (then ``values_bs`` and the match tokens are plain forms): the form
   # gate's logits [B, K] and each token's plain and spaced form [V]; None without.
   form_bk: jax.Array | None = None
@@ -188,13 +204,16 @@ class Pointer(struct.PyTreeNode):
 
   def take(self, index_bk: jax.Array) -> Pointer:
     """The pointer at query positions ``index_bk`` [B, K'] of its K."""
-    query_tokens, form = self.query_tokens_bk2, self.form_bk
+    query_tokens, form, match_gate = self.query_tokens_bk2, self.form_bk, self.match_gate_bk
     if query_tokens is not None:
       query_tokens = jnp.take_along_axis(query_tokens, index_bk[..., None], axis=1)
     if form is not None:
       form = jnp.take_along_axis(form, index_bk, axis=1)
+    if match_gate is not None:
+      match_gate = jnp.take_along_axis(match_gate, index_bk, axis=1)
     return self.replace(
       form_bk=form,
+      match_gate_bk=match_gate,
       q_bkc=jnp.take_along_axis(self.q_bkc, index_bk[..., None], axis=1),
       gate_bk=jnp.take_along_axis(self.gate_bk, index_bk, axis=1),
       allowed_bks=jnp.take_along_axis(self.allowed_bks, index_bk[..., None], axis=1),
@@ -203,7 +222,8 @@ class Pointer(struct.PyTreeNode):
 
   def match_bonus(self) -> jax.Array | float:
     """m_0 [x_s = x_t] + m_1 [x_{s-1} = x_{t-1}] + sum_{r=3..R} m_r [x_{s-i} = x_{t-i}, i < r]
-    [B, K, S] (0 without ``copy_head_match``)."""
+    [B, K, S], times the query's match gate where there is one (0 without
+    ``copy_head_match``)."""
     if self.match_2 is None:
       return 0.0
     bonus, run_bks = 0.0, True
@@ -213,6 +233,8 @@ class Pointer(struct.PyTreeNode):
       run_bks = run_bks & same_bks  # the last j + 1 tokens all agree
       # m_0 and m_1 reward each agreement on its own, m_3 .. m_R the whole run.
       bonus = bonus + jnp.where(same_bks if j < 2 else run_bks, self.match_2[j], 0.0)
+    if self.match_gate_bk is not None:
+      bonus = bonus * self.match_gate_bk[..., None]
     return bonus
 
   def plain(self, tokens: jax.Array) -> jax.Array:
@@ -239,6 +261,12 @@ def _with_forms(pointer: Pointer, head: CopyHead, h_btd: jax.Array, at_queries) 
   return pointer.replace(
     form_bk=at_queries(form_bt), plain_v=head.plain_v[...], spaced_v=head.spaced_v[...]
   )
+
+
+def _with_match_gate(pointer: Pointer, head: CopyHead, h_btd: jax.Array, at_queries) -> Pointer:
+  """The pointer with the match gate of ``copy_head_match_gate`` (unchanged without)."""
+  gate_bt = head.match_gate(h_btd)
+  return pointer if gate_bt is None else pointer.replace(match_gate_bk=at_queries(gate_bt))
 
 
 def set_word_forms(head: CopyHead, plain_v, spaced_v) -> None:
@@ -289,7 +317,7 @@ def training_pointer(
     pointer = pointer.replace(
       match_2=match_2, query_tokens_bk2=at_queries(tokens_bt2), key_tokens_bs2=tokens_bt2
     )
-  return pointer
+  return _with_match_gate(pointer, head, h_btd, at_queries)
 
 
 def _write_rows(cache_bs, new_bt, start_b):
@@ -333,7 +361,7 @@ def cached_pointer(
     pointer = pointer.replace(
       match_2=match_2, query_tokens_bk2=query_tokens_bt2, key_tokens_bs2=key_tokens_bs2
     )
-  return pointer, new
+  return _with_match_gate(pointer, head, h_btd, lambda x: x), new
 
 
 def pointer_weights(pointer: Pointer) -> tuple[jax.Array, jax.Array]:

@@ -19,17 +19,24 @@ B, T, MAX_LEN = BATCH, SEQ, 32
 
 @pytest.fixture(
   scope="module",
-  params=[(False, 0, False), (True, 0, False), (True, 4, False), (True, 0, True)],
-  ids=["pointer", "match", "match+run", "match+forms"],
+  params=[
+    (False, 0, False, False),
+    (True, 0, False, False),
+    (True, 4, False, False),
+    (True, 0, True, False),
+    (True, 0, True, True),
+  ],
+  ids=["pointer", "match", "match+run", "match+forms", "match+forms+gate"],
 )
 def config(tiny_config, request):
-  match, run, forms = request.param
+  match, run, forms, match_gate = request.param
   return tiny_config.replace(
     copy_head=True,
     copy_head_dim=16,
     copy_head_match=match,
     copy_head_match_run=run,
     copy_head_forms=forms,
+    copy_head_match_gate=match_gate,
   )
 
 
@@ -66,14 +73,18 @@ def model(config):
   if config.copy_head_forms:  # and a form gate that does not split a word evenly
     set_word_forms(model.copy_head, *_word_forms(config))
     model.copy_head.b_form[...] = jnp.full((), 0.7)
+  if config.copy_head_match_gate:  # a match gate that varies from query to query
+    model.copy_head.b_match[...] = jnp.full((), 0.3)
+    model.copy_head.w_match_d[...] = model.copy_head.w_match_d[...] * 10.0
   return model
 
 
 def test_logits_are_the_mixture_of_the_head_and_the_pointer(model, config):
   """exp(logits) sums to one, and equals (1 - g) softmax(lm) + g sum_{s < t} a_ts [x_{s+1} = v]
   computed position by position in numpy (plus m_0 [x_s = x_t] + m_1 [x_{s-1} = x_{t-1}] on
-  the scores with the match bonus, and m_r where the last r tokens agree with its runs; with
-  word forms the tokens compared and copied are plain forms, split by the form gate)."""
+  the scores with the match bonus, and m_r where the last r tokens agree with its runs, all
+  times the query's match gate where there is one; with word forms the tokens compared and
+  copied are plain forms, split by the form gate)."""
   tokens = random_tokens((B, T), _vocab(config), seed=1)
   out = forward(model, tokens)
   probs = np.exp(np.asarray(out.logits, np.float64))
@@ -89,6 +100,8 @@ def test_logits_are_the_mixture_of_the_head_and_the_pointer(model, config):
   form = model.copy_head.form_logits(h)
   match = model.copy_head.match_weights()
   match = np.zeros(2) if match is None else np.asarray(match, np.float64)
+  match_gate = model.copy_head.match_gate(h)
+  match_gate = np.ones((B, T)) if match_gate is None else np.asarray(match_gate, np.float64)
   for b in range(B):
     # back[j][s]: the token j places before s (-1 before the row's start, matching nothing).
     back = [np.concatenate([[-1] * j, toks[b, : T - j]]) for j in range(len(match))]
@@ -98,9 +111,10 @@ def test_logits_are_the_mixture_of_the_head_and_the_pointer(model, config):
         g = 1 / (1 + np.exp(-gate[b, t]))
         scores = k[b, :t] @ q[b, t] / np.sqrt(config.copy_head_dim)
         same = [(x[:t] == x[t]) & (x[t] >= 0) for x in back]
-        scores += match[0] * same[0] + match[1] * same[1]
+        bonus = match[0] * same[0] + match[1] * same[1]
         for r in range(3, len(match) + 1):  # the last r tokens all agree
-          scores += match[r - 1] * np.logical_and.reduce(same[:r])
+          bonus += match[r - 1] * np.logical_and.reduce(same[:r])
+        scores += match_gate[b, t] * bonus
         weights = np.exp(scores - scores.max())
         weights /= weights.sum()
         words = np.zeros(config.vocab_size)
@@ -224,6 +238,47 @@ def test_word_forms_recall_a_value_in_its_other_form(tiny_config):
     step(model, opt, *rows(8))
   after = float(loss(model, *unseen))
   assert after < 0.4 * before, (before, after)  # 6.2 -> 5.3 without word forms
+
+
+def test_the_match_gate_sets_a_misleading_match_aside(tiny_config):
+  """Rows "C v ... D w ... D ?" recalling v, the token after the cue C: the match bonus points
+  at the earlier D (whose next token w is wrong), so the match gate at the query learns to drop
+  it while the pointer learns to find the cue."""
+  config = tiny_config.replace(
+    copy_head=True, copy_head_dim=16, copy_head_match=True, copy_head_match_gate=True
+  )
+  model = create_model(config, seed=0)
+  v, cue = config.vocab_size, 3
+  rng = np.random.default_rng(0)
+
+  def rows(n, filler=4):
+    toks = rng.integers(4, v, (n, 2 * filler + 6)).astype(np.int32)
+    toks[:, 0] = cue
+    toks[:, filler + 2] = toks[:, -2] = rng.integers(4, v, n)  # D, twice
+    toks[:, -1] = toks[:, 1]  # the target: v
+    return jnp.asarray(toks[:, :-1]), jnp.asarray(toks[:, -1])
+
+  def loss(model, inputs, target):
+    logits = model(inputs)[:, -1]
+    return -jnp.mean(jnp.take_along_axis(logits, target[:, None], axis=1))
+
+  @nnx.jit
+  def step(model, opt, inputs, target):
+    value, grads = nnx.value_and_grad(loss)(model, inputs, target)
+    opt.update(model, grads)
+    return value
+
+  def query_gate(model, inputs):
+    return float(jnp.mean(model.copy_head.match_gate(forward(model, inputs).hidden)[:, -1]))
+
+  opt = nnx.Optimizer(model, optax.adam(3e-3), wrt=nnx.Param)
+  unseen = rows(16)
+  before, gate_before = float(loss(model, *unseen)), query_gate(model, unseen[0])
+  for _ in range(40):
+    step(model, opt, *rows(8))
+  after, gate_after = float(loss(model, *unseen)), query_gate(model, unseen[0])
+  assert gate_before > 0.9 and gate_after < 0.5, (gate_before, gate_after)
+  assert after < 0.5 * before, (before, after)
 
 
 def test_cache_zeros_holds_the_copy_state_only_with_a_copy_head(config, tiny_config):
