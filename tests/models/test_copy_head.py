@@ -198,6 +198,19 @@ def test_the_pointer_learns_to_recall_what_followed_a_cue(config):
   assert float(last) < 0.5 * float(first), (float(first), float(last))
 
 
+def _recall_loss(model, inputs, target):
+  """The NLL of each row's last target."""
+  logits = model(inputs)[:, -1]
+  return -jnp.mean(jnp.take_along_axis(logits, target[:, None], axis=1))
+
+
+@nnx.jit
+def _recall_step(model, opt, inputs, target):
+  value, grads = nnx.value_and_grad(_recall_loss)(model, inputs, target)
+  opt.update(model, grads)
+  return value
+
+
 def test_word_forms_recall_a_value_in_its_other_form(tiny_config):
   """Rows "k1 v1 k2 v2 ... k_i ?" whose values stand in their spaced form and are recalled in the
   plain one (a name of the instruction, written after a JSON quote): the pointer finds the word
@@ -221,22 +234,12 @@ def test_word_forms_recall_a_value_in_its_other_form(tiny_config):
       toks[b, -2:] = keys[i], values[i] - 1  # the value's plain form
     return jnp.asarray(toks[:, :-1]), jnp.asarray(toks[:, -1])
 
-  def loss(model, inputs, target):
-    logits = model(inputs)[:, -1]
-    return -jnp.mean(jnp.take_along_axis(logits, target[:, None], axis=1))
-
-  @nnx.jit
-  def step(model, opt, inputs, target):
-    value, grads = nnx.value_and_grad(loss)(model, inputs, target)
-    opt.update(model, grads)
-    return value
-
   opt = nnx.Optimizer(model, optax.adam(3e-3), wrt=nnx.Param)
   unseen = rows(16)
-  before = float(loss(model, *unseen))
+  before = float(_recall_loss(model, *unseen))
   for _ in range(40):
-    step(model, opt, *rows(8))
-  after = float(loss(model, *unseen))
+    _recall_step(model, opt, *rows(8))
+  after = float(_recall_loss(model, *unseen))
   assert after < 0.4 * before, (before, after)  # 6.2 -> 5.3 without word forms
 
 
@@ -258,25 +261,15 @@ def test_the_match_gate_sets_a_misleading_match_aside(tiny_config):
     toks[:, -1] = toks[:, 1]  # the target: v
     return jnp.asarray(toks[:, :-1]), jnp.asarray(toks[:, -1])
 
-  def loss(model, inputs, target):
-    logits = model(inputs)[:, -1]
-    return -jnp.mean(jnp.take_along_axis(logits, target[:, None], axis=1))
-
-  @nnx.jit
-  def step(model, opt, inputs, target):
-    value, grads = nnx.value_and_grad(loss)(model, inputs, target)
-    opt.update(model, grads)
-    return value
-
   def query_gate(model, inputs):
     return float(jnp.mean(model.copy_head.match_gate(forward(model, inputs).hidden)[:, -1]))
 
   opt = nnx.Optimizer(model, optax.adam(3e-3), wrt=nnx.Param)
   unseen = rows(16)
-  before, gate_before = float(loss(model, *unseen)), query_gate(model, unseen[0])
+  before, gate_before = float(_recall_loss(model, *unseen)), query_gate(model, unseen[0])
   for _ in range(40):
-    step(model, opt, *rows(8))
-  after, gate_after = float(loss(model, *unseen)), query_gate(model, unseen[0])
+    _recall_step(model, opt, *rows(8))
+  after, gate_after = float(_recall_loss(model, *unseen)), query_gate(model, unseen[0])
   assert gate_before > 0.9 and gate_after < 0.5, (gate_before, gate_after)
   assert after < 0.5 * before, (before, after)
 
