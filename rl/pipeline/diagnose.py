@@ -21,6 +21,9 @@ the LM head alone name the right token, and the mixture is right with the gate o
 and whether the token stands earlier in the context as the next token of some position (what a
 pointer over tokens can copy: ``token_in_context``) or does in its other form, with or without
 its leading space (what a pointer over words, ``copy_head_forms``, can: ``word_in_context``).
+With ``copy_head_match_gate``, ``match_gate`` is the gate's mean share of the match bonus at the
+copied values' first tokens, at their later tokens (a copy continued) and at every other token
+of the turns that call a tool.
 """
 
 from __future__ import annotations
@@ -87,12 +90,15 @@ class _Scorer:
     pointed_bt = jnp.take_along_axis(pointer.values_bs, weights_bts.argmax(-1), axis=1)
     if pointer.form_bk is not None:  # a word: the form its gate prefers
       pointed_bt = jnp.where(pointer.form_bk > 0, pointer.spaced_v[pointed_bt], pointed_bt)
-    return {
+    parts = {
       "argmax": out.logits.argmax(-1),
       "gate": jax.nn.sigmoid(pointer.gate_bk),
       "lm_head": lm_head(out.hidden, model.head_weight()).argmax(-1),
       "pointer": pointed_bt,
     }
+    if pointer.match_gate_bk is not None:
+      parts["match_gate"] = pointer.match_gate_bk
+    return parts
 
   def score(self, ids: Sequence[int], row: int) -> dict[str, np.ndarray]:
     tokens = np.full((1, row), self.pad_id, np.int32)
@@ -114,6 +120,7 @@ def diagnose(
   values: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
   starts: collections.Counter = collections.Counter()  # the copy head at copied values' starts
   missed: list[dict[str, str]] = []
+  match_gate: dict[str, list[float]] = collections.defaultdict(list)  # by where in a turn
   for record in tqdm(records, desc="diagnose", mininterval=1.0, disable=not progress):
     conv = renderer.conversation()
     turns: list[tuple[int, dict[str, Any], str]] = []  # (where its ids start, message, context)
@@ -142,6 +149,7 @@ def diagnose(
 
       counts["turns"] += 1
       counts["turns_matched"] += int(ok.all())
+      where = np.full(len(target), "other", object)  # each target token: in a copy or not
       if not message.get("tool_calls"):
         counts["final"] += 1
         counts["final_matched"] += int(ok.all())
@@ -170,6 +178,8 @@ def diagnose(
         if copied and scorer.copy_head:
           first = j + int(isinstance(value, str))  # the value's first character, past a quote
           k = int(np.flatnonzero((spans[:, 0] <= first) & (spans[:, 1] > first))[0])
+          last = int(np.flatnonzero(spans[:, 0] < j + len(text))[-1])
+          where[k], where[k + 1 : last + 1] = "copy_start", "copy_continue"
           q = start - 1 + k
           _count_copy_start(starts, scored, q, target[k])
           starts["token_in_context"] += int(target[k] in ids[1 : q + 1])
@@ -178,6 +188,9 @@ def diagnose(
           sel = (spans[:, 0] < j + len(text)) & (spans[:, 1] > j)
           wrote = renderer.decode(pred[start - 1 : start - 1 + len(target)][sel])
           missed.append({"value": text, "wrote": wrote})
+      if "match_gate" in scored:
+        for k, kind in enumerate(where):
+          match_gate[kind].append(float(scored["match_gate"][start - 1 + k]))
   calls, turns = max(counts["calls"], 1), max(counts["turns"], 1)
   copy_start = {}
   if starts["values"]:
@@ -196,6 +209,7 @@ def diagnose(
     "values": {k: {"reproduced": v[0], "total": v[1], "share": v[0] / v[1]} for k, v in sorted(values.items())},
     "missed_copies": missed,
     "copy_start": copy_start,
+    "match_gate": {kind: float(np.mean(g)) for kind, g in sorted(match_gate.items())},
   }  # fmt: skip
 
 

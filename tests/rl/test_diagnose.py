@@ -129,3 +129,27 @@ def test_with_word_forms_the_pointer_writes_the_form_its_gate_prefers(renderer, 
     np.testing.assert_array_equal(form[pointed[bias]], pointed[bias])
   assert (pointed[30.0] != pointed[-30.0]).any()  # some words have both forms
   np.testing.assert_array_equal(plain[pointed[30.0]], pointed[-30.0])
+
+
+def test_the_match_gate_is_read_at_copy_starts_continuations_and_elsewhere(
+  renderer, oracle_messages
+):
+  """With ``copy_head_match_gate``, ``match_gate`` holds the gate's mean share at the copied
+  values' first tokens, their later tokens and the calling turns' other tokens (a gate of one
+  value, sigmoid(b), everywhere when its weights are 0); without it, nothing."""
+  from models import create_model, get_config
+
+  messages = _prefix(oracle_messages[0], calls=2)
+  vocab = renderer.tokenizer.vocab_size
+  config = get_config(
+    "tiny", vocab_size=vocab, copy_head=True, copy_head_match=True, copy_head_match_gate=True
+  )
+  model = create_model(config)
+  model.copy_head.w_match_d[...] = jnp.zeros_like(model.copy_head.w_match_d[...])
+  model.copy_head.b_match[...] = jnp.asarray(0.7)
+  row = len(renderer.render(messages).ids)
+  gate = diagnose(model, renderer, [_record(messages)], max_len=row)["match_gate"]
+  assert set(gate) == {"copy_start", "copy_continue", "other"}
+  np.testing.assert_allclose(list(gate.values()), 1 / (1 + np.exp(-0.7)), rtol=1e-6)
+  no_gate = create_model(config.replace(copy_head_match_gate=False))
+  assert diagnose(no_gate, renderer, [_record(messages)], max_len=row)["match_gate"] == {}
