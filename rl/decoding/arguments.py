@@ -361,7 +361,11 @@ class ArgumentConstraint:
           return False  # no parameter is left for another member
       s.feed(byte)
     rule = self._rule(s)
-    return rule is None or not s.value or self._fits(rule, bytes(s.value), closed=False)
+    if rule is None:
+      return True
+    if rule == ("key", []):
+      return False  # a key where no parameter is left (a tool of none: `{}` only)
+    return not s.value or self._fits(rule, bytes(s.value), closed=False)
 
   def _rejects(self, s: JsonScanner, byte: int) -> bool:
     """Whether writing ``byte`` next, in ``s``, breaks the typed start of a value or a grounded

@@ -198,6 +198,17 @@ def test_keys_are_the_called_tools_parameters_each_once():
   assert mask[ord("x")]
 
 
+def test_a_tool_of_no_parameters_takes_the_empty_object_only():
+  """A closed schema without properties (a tool that takes no arguments): no key may even be
+  opened, so the passed-on object is `{}` (a key opened here once let the model write anything)."""
+  SCHEMAS[("invoicing", "n")] = {"type": "object", "properties": {}, "additionalProperties": False}
+  try:
+    mask, _ = _typed(PREFIX.replace('"t"', '"n"') + "{")
+    assert mask[ord("}")] and not mask[ord('"')]
+  finally:
+    del SCHEMAS[("invoicing", "n")]
+
+
 def test_an_integer_is_written_within_its_range():
   SCHEMAS[("invoicing", "b")] = {
     "type": "object",
