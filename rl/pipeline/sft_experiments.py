@@ -74,7 +74,10 @@ def prepare(
     return json.loads(done.read_text(encoding="utf-8"))
   tasks, task_summary = make_tasks(config.tasks, seed, k=k)
   info = save_split(tasks, config.split.eval_fraction, seed, workdir / "split")
-  held = load_tasks(workdir / "split" / "eval.jsonl")[: config.eval.max_tasks]
+  # The first eval.max_tasks, round-robin over the held-out service sets: in task order one set
+  # can fill them (51 of 60 from one pair, 2026-12-06).
+  held = spread_over_compositions(load_tasks(workdir / "split" / "eval.jsonl"))
+  held = held[: config.eval.max_tasks]
   save_tasks(held, workdir / "split" / "eval.jsonl")  # the split's summary.json stays beside it
   train = load_tasks(workdir / "split" / "train.jsonl")
   # The paper's one trajectory per composition, or every training task spread round-robin
@@ -170,14 +173,15 @@ def prepare_instances(
   The training tasks are spread round-robin over their services (``spread_over_compositions``)
   and played by the oracle (``workdir/train/sft.jsonl``); ``services`` lists the services in the
   order of their first training task, so a size-n arm trains on the first n. The first
-  ``eval.max_tasks`` held-out tasks, of every service, are every arm's test, and the oracle's play
-  of them its held-out loss. Reused when ``workdir/prepared.json`` exists."""
+  ``eval.max_tasks`` held-out tasks, round-robin over the services, are every arm's test, and
+  the oracle's play of them its held-out loss. Reused when ``workdir/prepared.json`` exists."""
   done = workdir / "prepared.json"
   if done.is_file():
     return json.loads(done.read_text(encoding="utf-8"))
   tasks, task_summary = make_tasks(config.tasks, seed, k=1)
   info = save_split(tasks, config.split.eval_fraction, seed, workdir / "split", mode="instances")
-  held = load_tasks(workdir / "split" / "eval.jsonl")[: config.eval.max_tasks]
+  held = spread_over_compositions(load_tasks(workdir / "split" / "eval.jsonl"))
+  held = held[: config.eval.max_tasks]
   save_tasks(held, workdir / "split" / "eval.jsonl")
   train = spread_over_compositions(load_tasks(workdir / "split" / "train.jsonl"))
   save_tasks(train, workdir / "split" / "train.jsonl")

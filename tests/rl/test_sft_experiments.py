@@ -171,6 +171,10 @@ def test_single_vs_composed_scores_both_arms_on_both_held_out_sets(tmp_path, mon
     ("composed", "eval_single_tasks", {1}),
   ]
   seed = json.loads((tmp_path / "run" / "seed_0" / "result.json").read_text())
+  # the held-out composed tasks spread over the held-out service sets
+  held = load_tasks(seed["data_composed"]["eval_tasks_file"])
+  held_sets = seed["data_composed"]["split"]["eval_service_sets"]
+  assert len({tuple(sorted(t.services)) for t in held}) == min(3, held_sets)
   composed_services = set(seed["data_composed"]["train_services"])
   single_tasks = {t.id: t for t in load_tasks(seed["data_single"]["train_tasks_file"])}
   assert all(set(single_tasks[r["task_id"]].services) <= composed_services for r in trained[0][2])
