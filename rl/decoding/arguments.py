@@ -363,9 +363,11 @@ class ArgumentConstraint:
     rule = self._rule(s)
     if rule is None:
       return True
-    if rule == ("key", []):
-      return False  # a key where no parameter is left (a tool of none: `{}` only)
-    return not s.value or self._fits(rule, bytes(s.value), closed=False)
+    if not s.value and rule[0] in ("copy", "avoid"):
+      return True  # a string just opened: a copy, or a name that is none of those, may follow
+    # A key or an enum value: some name must start with what is written (none for a tool of no
+    # parameters, whose object is `{}` only).
+    return self._fits(rule, bytes(s.value), closed=False)
 
   def _rejects(self, s: JsonScanner, byte: int) -> bool:
     """Whether writing ``byte`` next, in ``s``, breaks the typed start of a value or a grounded

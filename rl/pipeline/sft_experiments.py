@@ -74,11 +74,7 @@ def prepare(
     return json.loads(done.read_text(encoding="utf-8"))
   tasks, task_summary = make_tasks(config.tasks, seed, k=k)
   info = save_split(tasks, config.split.eval_fraction, seed, workdir / "split")
-  # The first eval.max_tasks, round-robin over the held-out service sets: in task order one set
-  # can fill them (51 of 60 from one pair, 2026-12-06).
-  held = spread_over_compositions(load_tasks(workdir / "split" / "eval.jsonl"))
-  held = held[: config.eval.max_tasks]
-  save_tasks(held, workdir / "split" / "eval.jsonl")  # the split's summary.json stays beside it
+  held = _first_held_out(config, workdir / "split")
   train = load_tasks(workdir / "split" / "train.jsonl")
   # The paper's one trajectory per composition, or every training task spread round-robin
   # over the compositions (a budget larger than the number of compositions).
@@ -127,6 +123,15 @@ def spread_over_compositions(tasks: Sequence[Task]) -> list[Task]:
     keyed.append((rank[key], i, task))
     rank[key] += 1
   return [task for _, _, task in sorted(keyed, key=lambda x: x[:2])]
+
+
+def _first_held_out(config: ml_collections.ConfigDict, split_dir: Path) -> list[Task]:
+  """The split's first ``eval.max_tasks`` held-out tasks, round-robin over their service sets
+  (in task order one set can fill them: 51 of 60 from one pair, 2026-12-06), written back as
+  its ``eval.jsonl`` (the split's summary.json stays beside it)."""
+  held = spread_over_compositions(load_tasks(split_dir / "eval.jsonl"))[: config.eval.max_tasks]
+  save_tasks(held, split_dir / "eval.jsonl")
+  return held
 
 
 def prepare_single(config: ml_collections.ConfigDict, seed: int, workdir: Path) -> dict[str, Any]:
@@ -180,9 +185,7 @@ def prepare_instances(
     return json.loads(done.read_text(encoding="utf-8"))
   tasks, task_summary = make_tasks(config.tasks, seed, k=1)
   info = save_split(tasks, config.split.eval_fraction, seed, workdir / "split", mode="instances")
-  held = spread_over_compositions(load_tasks(workdir / "split" / "eval.jsonl"))
-  held = held[: config.eval.max_tasks]
-  save_tasks(held, workdir / "split" / "eval.jsonl")
+  held = _first_held_out(config, workdir / "split")
   train = spread_over_compositions(load_tasks(workdir / "split" / "train.jsonl"))
   save_tasks(train, workdir / "split" / "train.jsonl")
   return _play(
