@@ -14,9 +14,11 @@ on,
   tool's parameters, each at most once; it closes only once every required one is there; a
   parameter with a string ``enum`` takes one of its values, and a value starts as its
   parameter's ``type`` says (a string, a number, a boolean...); an integer is written as digits
-  within its ``minimum`` and ``maximum`` (a page size of "1010141414..." cannot be). This is the
-  grammar "from the tool's JSON Schema" as vLLM and SGLang decode tool calls; other keywords (a
-  number's range, patterns) are left to the service's own validation.
+  within its ``minimum`` and ``maximum`` (a page size of "1010141414..." cannot be); a string of
+  ``format`` date, date-time or time is written in its ISO 8601 shape ("2026-03-04",
+  "2026-03-04T09:30:00"; never "209197177389" or "2026-07T09:00"). This is the grammar "from
+  the tool's JSON Schema" as vLLM and SGLang decode tool calls; other keywords (a number's
+  range, patterns) are left to the service's own validation.
 - **grounded** (``ground=True``): every other string value in it is a copy out of the
   conversation's text (the prompt: instruction and tool replies), whole words or a whole id: it
   starts at the start of a word there and may only end at the end of one ("inv_edff9e11", never
@@ -78,6 +80,27 @@ _STARTS = {
   "array": frozenset(b"["),
   "object": frozenset(b"{"),
 }
+#: String formats written to shape: a template ("9" a digit, any other byte itself) and the
+#: lengths at which a value may close (a date-time with or without its seconds).
+_FORMATS = {
+  "date": (b"9999-99-99", (10,)),
+  "date-time": (b"9999-99-99T99:99:99", (16, 19)),
+  "time": (b"99:99:99", (5, 8)),
+}
+_DIGITS = frozenset(b"0123456789")
+
+
+def _shaped(text: bytes, fmt: str, closed: bool) -> bool:
+  """Whether ``text`` is (``closed``) or starts (open) a value of the string ``fmt``."""
+  template, ends = _FORMATS[fmt]
+  if len(text) > len(template):
+    return False
+  for byte, want in zip(text, template, strict=False):
+    if byte != want and not (want == ord("9") and byte in _DIGITS):
+      return False
+  return len(text) in ends if closed else True
+
+
 #: A number as text writes it: not part of an id or a word, thousands maybe comma-separated.
 _NUMBER_TEXT = re.compile(rb"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w])")
 
@@ -243,6 +266,15 @@ class ArgumentConstraint:
     key = (s.fields.get("service"), s.fields.get("tool"), s.keys[2])
     return bool(self.composed) and key in self.composed
 
+  def _format(self, s: JsonScanner) -> str | None:
+    """The ``_FORMATS`` shape of the string value being written in ``s`` (a passed-on member
+    whose parameter is a string of that ``format``), else None."""
+    if not (s.in_string and s.is_value and s.passed_on) or (schema := self._schema(s)) is None:
+      return None
+    prop = (schema.get("properties") or {}).get(s.keys[-1]) or {}
+    fmt = prop.get("format")
+    return fmt if prop.get("type") == "string" and fmt in _FORMATS else None
+
   def _value_start(self, s: JsonScanner) -> frozenset[int] | None:
     """The bytes a member of the passed-on object may start its value with, by its
     parameter's JSON type (a string enum: a string), once its colon is written; None when
@@ -349,6 +381,8 @@ class ArgumentConstraint:
         rule = self._rule(s)
         if rule is not None and not self._fits(rule, bytes(s.value), closed=True):
           return False
+        if (fmt := self._format(s)) is not None and not _shaped(bytes(s.value), fmt, True):
+          return False
       elif not s.in_string and byte == ord("}") and (schema := self._schema(s)) is not None:
         required = set(schema.get("required") or ())
         if s.passed_on and not required <= s.used[-1]:
@@ -360,6 +394,8 @@ class ArgumentConstraint:
         if schema is not None and set(schema.get("properties") or ()) <= s.used[-1]:
           return False  # no parameter is left for another member
       s.feed(byte)
+    if (fmt := self._format(s)) is not None and not _shaped(bytes(s.value), fmt, False):
+      return False
     rule = self._rule(s)
     if rule is None:
       return True
@@ -446,6 +482,11 @@ class ArgumentConstraint:
         mask[i] = text in self.context and self._occurs(text, closed=False)
     else:
       self._name_tokens(mask, rule, bytes(self.scanner.value))
+    if (fmt := self._format(self.scanner)) is not None:
+      value = bytes(self.scanner.value)
+      for i in np.flatnonzero(mask):
+        token = self._bytes[i]
+        mask[i] = token is not None and _shaped(value + token, fmt, closed=False)
     self._walk(mask, self._kinds.structural_by_first)
     return mask
 

@@ -256,6 +256,38 @@ def test_a_value_starts_as_its_parameters_type_says():
   assert mask[ord("2")] and mask[ord(",")]  # past its first byte the grammar takes over
 
 
+def test_a_date_or_a_date_time_is_written_in_its_iso_shape():
+  """A string parameter of ``format`` date or date-time takes its ISO 8601 shape, grounded or
+  not (a date written "209197177389", a copy of "Hyatt" or "2026-07T09:00:00" cannot be)."""
+  SCHEMAS[("invoicing", "d")] = {
+    "type": "object",
+    "properties": {
+      "due": {"type": "string", "format": "date"},
+      "at": {"type": "string", "format": "date-time"},
+    },
+  }
+  prefix = PREFIX.replace('"t"', '"d"')
+  try:
+    mask, ids = _typed(prefix + '{"due": "', ground=False)
+    assert mask[ord("2")] and not mask[ord("H")] and not mask[ord('"')] and not mask[ids["Atlas"]]
+    mask, _ = _typed(prefix + '{"due": "2026', ground=False)
+    assert mask[ord("-")] and not mask[ord("0")] and not mask[ord('"')]
+    mask, ids = _typed(prefix + '{"due": "2026-03-04', ground=False)
+    assert mask[ord('"')] and mask[ids['"}']] and not mask[ord("0")] and not mask[ord("T")]
+    mask, _ = _typed(prefix + '{"at": "2026-03-04T09:3', ground=False)
+    assert mask[ord("0")] and not mask[ord('"')] and not mask[ord(":")]
+    mask, _ = _typed(prefix + '{"at": "2026-03-04T09:30', ground=False)
+    assert mask[ord('"')] and mask[ord(":")]  # with or without its seconds
+    # Grounded: a copy of the conversation that is a date; "Hyatt" is a word there, not a date.
+    context = b"Stay at the Hyatt from 2026-03-04 to 2026-03-06"
+    mask, _ = _typed(prefix + '{"due": "', context=context)
+    assert mask[ord("2")] and not mask[ord("H")]
+    mask, _ = _typed(prefix + '{"due": "2026-03-0', context=context)
+    assert mask[ord("4")] and mask[ord("6")] and not mask[ord("5")]
+  finally:
+    del SCHEMAS[("invoicing", "d")]
+
+
 def test_the_object_closes_only_with_its_required_keys():
   mask, ids = _typed(PREFIX + '{"query": "Juniper')
   assert mask[ord('"')] and not mask[ids['"}']]  # "}" would close it without a status
@@ -317,6 +349,10 @@ def _mask_token_by_token(g: ArgumentConstraint) -> np.ndarray:
   else:
     for i in kinds.plain:
       mask[i] = g._fits(rule, bytes(s.value) + kinds.token_bytes[i], closed=False)
+  if g._format(s) is not None:  # a date's or a time's value: its shape too
+    for i in kinds.plain:
+      mask[i] = mask[i] and g._keeps(kinds.token_bytes[i])
+    mask[kinds.specials] = False
   for i in kinds.structural:
     mask[i] = g._keeps(kinds.token_bytes[i])
   return mask
@@ -339,12 +375,14 @@ def test_the_mask_is_what_each_token_walked_on_its_own_gives():
       "properties": {
         **SCHEMAS[("invoicing", "t")]["properties"],
         "réf": {"type": "string", "enum": ["café", "naïve"]},
+        "due": {"type": "string", "format": "date"},
       },
     }
   }
-  context = CONTEXT + b" amount 12.5 and 3,500.25"
+  context = CONTEXT + b" amount 12.5 and 3,500.25 due 2026-03-04"
   written = [
     PREFIX + '{"status": "sent", "amount": 12.5, "réf": "café", "query": "Juniper vendor"}}',
+    PREFIX + '{"due": "2026-03-04", "status": "paid"}}',
     PREFIX + '{"limit": 3, "qu\\u0065ry": "inv_edff9e11", "status": "paid"}}',
   ]
   checked = 0
