@@ -80,19 +80,24 @@ _STARTS = {
   "array": frozenset(b"["),
   "object": frozenset(b"{"),
 }
-#: String formats written to shape: a template ("9" a digit, any other byte itself) and the
-#: lengths at which a value may close (a date-time with or without its seconds).
+#: String formats written to shape: a template ("9" a digit, any other byte itself), the
+#: lengths at which a value may close (a date-time with or without its seconds) and how the
+#: conversation writes a whole one (a grounded value is one of those).
 _FORMATS = {
-  "date": (b"9999-99-99", (10,)),
-  "date-time": (b"9999-99-99T99:99:99", (16, 19)),
-  "time": (b"99:99:99", (5, 8)),
+  "date": (b"9999-99-99", (10,), rb"(?<![\w-])\d{4}-\d{2}-\d{2}(?![\w-])"),
+  "date-time": (
+    b"9999-99-99T99:99:99",
+    (16, 19),
+    rb"(?<![\w-])\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2})?(?![\w:])",
+  ),
+  "time": (b"99:99:99", (5, 8), rb"(?<![\w:])\d{2}:\d{2}(?::\d{2})?(?![\w:])"),
 }
 _DIGITS = frozenset(b"0123456789")
 
 
 def _shaped(text: bytes, fmt: str, closed: bool) -> bool:
   """Whether ``text`` is (``closed``) or starts (open) a value of the string ``fmt``."""
-  template, ends = _FORMATS[fmt]
+  template, ends, _ = _FORMATS[fmt]
   if len(text) > len(template):
     return False
   for byte, want in zip(text, template, strict=False):
@@ -226,6 +231,7 @@ class ArgumentConstraint:
     # Of the plain tokens, those in the context: the only ones that can extend a copy.
     self._in_context = [i for i in self._plain if self._bytes[i] in self.context]
     self._numbers: tuple[frozenset[bytes], frozenset[bytes]] | None = None  # (whole, prefixes)
+    self._shaped: dict[str, tuple[str, ...]] = {}  # format -> the conversation's values of it
     for token in forced:  # the turn's forced start (the inner constraint has its own)
       for sym in vocab.symbols[int(token)]:
         self.scanner.feed(sym)
@@ -238,8 +244,9 @@ class ArgumentConstraint:
 
   def _rule(self, s: JsonScanner):
     """What the string being written in ``s`` must be: ``("key", names)`` (one of them),
-    ``("avoid", names)`` (none of them, nor a start of one), ``("enum", values)``, ``("copy",
-    None)``, or None (anything)."""
+    ``("avoid", names)`` (none of them, nor a start of one), ``("enum", values)`` (also a
+    grounded date or time: one the conversation writes), ``("copy", None)``, or None
+    (anything)."""
     if not (s.in_call and s.in_string):
       return None
     if (
@@ -257,8 +264,18 @@ class ArgumentConstraint:
       if enum and all(isinstance(v, str) for v in enum):
         return "enum", list(enum)
     if s.is_value and self.ground and s.in_passed_on and not self._composed(s):
+      if (fmt := self._format(s)) is not None:  # one of the conversation's dates, if it has any
+        return ("enum", list(written)) if (written := self.shaped(fmt)) else None
       return "copy", None
     return None
+
+  def shaped(self, fmt: str) -> tuple[str, ...]:
+    """The values of string format ``fmt`` the conversation writes whole (a date-time also
+    without its seconds), in order of appearance."""
+    if fmt not in self._shaped:
+      found = [m.group().decode() for m in re.finditer(_FORMATS[fmt][2], self.context)]
+      self._shaped[fmt] = tuple(dict.fromkeys(found + [v[:16] for v in found if len(v) == 19]))
+    return self._shaped[fmt]
 
   def _composed(self, s: JsonScanner) -> bool:
     """Whether the parameter being written (of the passed-on object) is one the policy's

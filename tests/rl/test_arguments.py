@@ -278,12 +278,21 @@ def test_a_date_or_a_date_time_is_written_in_its_iso_shape():
     assert mask[ord("0")] and not mask[ord('"')] and not mask[ord(":")]
     mask, _ = _typed(prefix + '{"at": "2026-03-04T09:30', ground=False)
     assert mask[ord('"')] and mask[ord(":")]  # with or without its seconds
-    # Grounded: a copy of the conversation that is a date; "Hyatt" is a word there, not a date.
-    context = b"Stay at the Hyatt from 2026-03-04 to 2026-03-06"
+    # Grounded: one of the conversation's dates. "Hyatt" is a word there, not a date, and the
+    # digits of "209197177389" start no date (a copy of them would reach a dead end).
+    context = b"Stay at the Hyatt (order 209197177389) from 2026-03-04 to 2026-03-06"
     mask, _ = _typed(prefix + '{"due": "', context=context)
     assert mask[ord("2")] and not mask[ord("H")]
+    mask, _ = _typed(prefix + '{"due": "20', context=context)
+    assert mask[ord("2")] and not mask[ord("9")]
     mask, _ = _typed(prefix + '{"due": "2026-03-0', context=context)
     assert mask[ord("4")] and mask[ord("6")] and not mask[ord("5")]
+    # A conversation that writes no date-time in ISO form: the shape alone.
+    context = b"Book it for 2026-03-08 16:00 please"
+    mask, _ = _typed(prefix + '{"at": "2026-03-08', context=context)
+    assert mask[ord("T")] and not mask[ord(" ")]
+    mask, _ = _typed(prefix + '{"at": "2026-03-08T1', context=context)
+    assert mask[ord("6")] and mask[ord("7")]
   finally:
     del SCHEMAS[("invoicing", "d")]
 
