@@ -245,8 +245,8 @@ class ArgumentConstraint:
   def _rule(self, s: JsonScanner):
     """What the string being written in ``s`` must be: ``("key", names)`` (one of them),
     ``("avoid", names)`` (none of them, nor a start of one), ``("enum", values)`` (also a
-    grounded date or time: one the conversation writes), ``("copy", None)``, or None
-    (anything)."""
+    grounded date or time: one the conversation writes), ``("shape", format)`` (a date or time
+    written in its ISO 8601 shape), ``("copy", None)``, or None (anything)."""
     if not (s.in_call and s.in_string):
       return None
     if (
@@ -263,11 +263,11 @@ class ArgumentConstraint:
       enum = (props.get(s.keys[-1]) or {}).get("enum")
       if enum and all(isinstance(v, str) for v in enum):
         return "enum", list(enum)
-    if s.is_value and self.ground and s.in_passed_on and not self._composed(s):
-      if (fmt := self._format(s)) is not None:  # one of the conversation's dates, if it has any
-        return ("enum", list(written)) if (written := self.shaped(fmt)) else None
-      return "copy", None
-    return None
+    grounded = s.is_value and self.ground and s.in_passed_on and not self._composed(s)
+    if (fmt := self._format(s)) is not None:  # one of the conversation's dates, if it has any
+      written = self.shaped(fmt) if grounded else ()
+      return ("enum", list(written)) if written else ("shape", fmt)
+    return ("copy", None) if grounded else None
 
   def shaped(self, fmt: str) -> tuple[str, ...]:
     """The values of string format ``fmt`` the conversation writes whole (a date-time also
@@ -353,6 +353,8 @@ class ArgumentConstraint:
     kind, names = rule
     if kind == "copy":
       return bool(text) and self._occurs(text, closed)
+    if kind == "shape":
+      return _shaped(text, names, closed)
     written = _text(text)
     if kind == "avoid":
       return not any(n.startswith(written) for n in names)
@@ -398,8 +400,6 @@ class ArgumentConstraint:
         rule = self._rule(s)
         if rule is not None and not self._fits(rule, bytes(s.value), closed=True):
           return False
-        if (fmt := self._format(s)) is not None and not _shaped(bytes(s.value), fmt, True):
-          return False
       elif not s.in_string and byte == ord("}") and (schema := self._schema(s)) is not None:
         required = set(schema.get("required") or ())
         if s.passed_on and not required <= s.used[-1]:
@@ -411,8 +411,6 @@ class ArgumentConstraint:
         if schema is not None and set(schema.get("properties") or ()) <= s.used[-1]:
           return False  # no parameter is left for another member
       s.feed(byte)
-    if (fmt := self._format(s)) is not None and not _shaped(bytes(s.value), fmt, False):
-      return False
     rule = self._rule(s)
     if rule is None:
       return True
@@ -497,13 +495,12 @@ class ArgumentConstraint:
       for i in self._in_context:
         text = value + self._bytes[i]
         mask[i] = text in self.context and self._occurs(text, closed=False)
+    elif rule[0] == "shape":
+      value = bytes(self.scanner.value)
+      for i in self._plain:
+        mask[i] = _shaped(value + self._bytes[i], rule[1], closed=False)
     else:
       self._name_tokens(mask, rule, bytes(self.scanner.value))
-    if (fmt := self._format(self.scanner)) is not None:
-      value = bytes(self.scanner.value)
-      for i in np.flatnonzero(mask):
-        token = self._bytes[i]
-        mask[i] = token is not None and _shaped(value + token, fmt, closed=False)
     self._walk(mask, self._kinds.structural_by_first)
     return mask
 

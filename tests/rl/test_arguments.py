@@ -358,10 +358,6 @@ def _mask_token_by_token(g: ArgumentConstraint) -> np.ndarray:
   else:
     for i in kinds.plain:
       mask[i] = g._fits(rule, bytes(s.value) + kinds.token_bytes[i], closed=False)
-  if g._format(s) is not None:  # a date's or a time's value: its shape too
-    for i in kinds.plain:
-      mask[i] = mask[i] and g._keeps(kinds.token_bytes[i])
-    mask[kinds.specials] = False
   for i in kinds.structural:
     mask[i] = g._keeps(kinds.token_bytes[i])
   return mask
