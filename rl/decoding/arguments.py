@@ -43,7 +43,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -157,6 +157,8 @@ class _TokenKinds:
   odd: list[int]
   plain_by_first: dict[int, list[int]]
   structural_by_first: dict[int, list[int]]
+  is_structural: np.ndarray  # bool [vocab]
+  is_special: np.ndarray  # bool [vocab]
 
 
 def _by_first(ids: Sequence[int], token_bytes: Sequence[bytes | None]) -> dict[int, list[int]]:
@@ -193,6 +195,8 @@ def _token_kinds(vocab: Vocabulary) -> _TokenKinds:
     odd,
     _by_first(plain, token_bytes),
     _by_first(structural, token_bytes),
+    np.isin(np.arange(vocab.size), structural),
+    np.isin(np.arange(vocab.size), specials),
   )
 
 
@@ -503,6 +507,46 @@ class ArgumentConstraint:
       self._name_tokens(mask, rule, bytes(self.scanner.value))
     self._walk(mask, self._kinds.structural_by_first)
     return mask
+
+  def _validity(self) -> Callable[[int], bool]:
+    """One token's entry of `_mask` from here, found for that token alone (each by the
+    definition `_mask` finds them in bulk): what `best` tries its likeliest tokens with."""
+    s, kinds = self.scanner, self._kinds
+    rule = self._rule(s)
+    number = bool(s.scalar) and (self._grounds_number(s) or self._integer_bounds(s) is not None)
+    walked = number or self._value_start(s) is not None
+    value = bytes(s.value)
+
+    def valid(i: int) -> bool:
+      b = self._bytes[i]
+      if b is None:  # a special: free where nothing constrains the string
+        return not walked and rule is None and kinds.is_special[i]
+      if walked or kinds.is_structural[i]:
+        return self._keeps(b)
+      if rule is None:
+        return True
+      if rule[0] == "copy":
+        return value + b in self.context and self._occurs(value + b, closed=False)
+      return self._fits(rule, value + b, closed=False)
+
+    return valid
+
+  def best(self, logits: np.ndarray, budget: int | None = None, tries: int = 16) -> int:
+    """The most likely token ``allowed(budget)`` gives (lowest id among ties), as greedy
+    decoding takes it: ``argmax(where(allowed(budget), logits, -inf))``. The inner constraint's
+    tokens are tried from the likeliest, each on its own, and the first that keeps what is
+    passed on valid is that argmax; only if none of the first ``tries`` does is the whole mask
+    built. A trained policy's top token is nearly always valid, so a step checks one token
+    instead of the vocabulary."""
+    mask = self.inner.allowed(budget) if self.inner is not None else np.ones(self.vocab.size, bool)
+    if self.scanner.in_call:
+      ids = np.flatnonzero(mask)
+      valid = self._validity()
+      for i in ids[np.argsort(-logits[ids], kind="stable")[:tries]]:
+        if valid(int(i)):
+          return int(i)
+      mask = self.allowed(budget)
+    return int(np.argmax(np.where(mask, logits, -np.inf)))
 
   def allowed(self, budget: int | None = None) -> np.ndarray:
     """bool [vocab]: the inner constraint's tokens that keep what is passed on valid. A

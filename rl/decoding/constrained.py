@@ -162,6 +162,10 @@ class Constraint:
       mask[self.tc.vocab.specials[IM_END_SYM]] = True
     return mask
 
+  def best(self, logits: np.ndarray, budget: int | None = None) -> int:
+    """The most likely token ``allowed(budget)`` gives (lowest id among ties): greedy's."""
+    return int(np.argmax(np.where(self.allowed(budget), logits, -np.inf)))
+
   def advance(self, token: int) -> None:
     self.state = self.tc.advance(self.state, token)
 

@@ -412,14 +412,17 @@ class Policy:
             if ids[-1] == self.renderer.im_end_id or len(out) >= max_tokens:
               return out
             continue
-        if constraint is not None:
-          logits_v = np.where(constraint.allowed(max_tokens - len(out) - 1), logits_v, -np.inf)
-        if temperature > 0:
+        left = max_tokens - len(out) - 1  # tokens after this one
+        if temperature == 0:  # greedy: a constraint finds its best token without a whole mask
+          token = (
+            int(np.argmax(logits_v)) if constraint is None else constraint.best(logits_v, left)
+          )
+        else:
+          if constraint is not None:
+            logits_v = np.where(constraint.allowed(left), logits_v, -np.inf)
           z = logits_v / temperature
           p = np.exp(z - z.max())
           token = int(rng.choice(len(p), p=p / p.sum()))
-        else:
-          token = int(np.argmax(logits_v))
         out.append(token)
         if constraint is not None:
           constraint.advance(token)

@@ -363,10 +363,10 @@ def _mask_token_by_token(g: ArgumentConstraint) -> np.ndarray:
   return mask
 
 
-def test_the_mask_is_what_each_token_walked_on_its_own_gives():
-  """Tokens found by the names' continuations and by their first byte, at every step of typed
-  and grounded calls, against the token-by-token definition; with keys and enum values that
-  are not ASCII and tokens that escape, so both ways of finding them are checked."""
+def _typed_calls():
+  """A vocabulary with keys and enum values that are not ASCII and tokens that escape, schemas,
+  a context, and three typed and grounded calls to write byte by byte: (vocabulary, a fresh
+  constraint inside a call, the calls)."""
   words = ["sta", "tus", "se", "nt", "pa", "id", "qu", "ery", "amo", "unt", "lim", "it", "é", "\\u"]
   words += ['", "', '": "', '": ', "12", "3.5", " ", "  "]
   vocab, _ = toy_vocab()
@@ -390,15 +390,53 @@ def test_the_mask_is_what_each_token_walked_on_its_own_gives():
     PREFIX + '{"due": "2026-03-04", "status": "paid"}}',
     PREFIX + '{"limit": 3, "qu\\u0065ry": "inv_edff9e11", "status": "paid"}}',
   ]
-  checked = 0
-  for text in written:
+
+  def start():
     g = ArgumentConstraint(vocab, context, schemas=schemas)
     g.advance(call_sym)
+    return g
+
+  return vocab, start, written
+
+
+def test_the_mask_is_what_each_token_walked_on_its_own_gives():
+  """Tokens found by the names' continuations and by their first byte, at every step of typed
+  and grounded calls, against the token-by-token definition; with keys and enum values that
+  are not ASCII and tokens that escape, so both ways of finding them are checked."""
+  _, start, written = _typed_calls()
+  checked = 0
+  for text in written:
+    g = start()
     for byte in text.encode():
       assert (g._mask() == _mask_token_by_token(g)).all(), text.encode()[: len(g.scanner.value)]
       g.advance(byte)
       checked += 1
   assert checked > 150
+
+
+def test_greedy_takes_the_masks_best_token_without_building_the_mask():
+  """`best` (greedy's token, found by trying the likeliest tokens one by one) is the argmax of
+  the logits over `allowed`, at every step of the typed and grounded calls, for logits of many
+  ties and for logits that put the invalid tokens first (so the whole mask is the fallback);
+  each token's validity on its own is the mask's entry."""
+  vocab, start, written = _typed_calls()
+  rng = np.random.default_rng(0)
+  fell_back = 0
+  for text in written:
+    g = start()
+    for byte in text.encode():
+      mask = g.allowed()
+      assert [g._validity()(i) for i in range(vocab.size)] == list(g._mask())
+      for logits in (
+        rng.integers(0, 4, vocab.size).astype(np.float64),  # many ties: the lowest id wins
+        rng.normal(size=vocab.size),
+        np.where(mask, 0.0, 1.0) + rng.normal(size=vocab.size) * 1e-3,  # invalid ones first
+      ):
+        want = int(np.argmax(np.where(mask, logits, -np.inf)))
+        assert g.best(logits) == want, text.encode()[: len(g.scanner.value)]
+      fell_back += int((~mask).sum() > 16)  # the invalid-first logits try 16 tokens
+      g.advance(byte)
+  assert fell_back > 100  # the whole-mask fallback was taken, not only the first tries
 
 
 def test_a_composed_parameter_is_written_freely_under_grounding():
