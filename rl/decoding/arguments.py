@@ -232,8 +232,7 @@ class ArgumentConstraint:
     self._kinds = kinds = _token_kinds(vocab)
     self._bytes, self._structural, self._plain = kinds.token_bytes, kinds.structural, kinds.plain
     self._specials = kinds.specials
-    # Of the plain tokens, those in the context: the only ones that can extend a copy.
-    self._in_context = [i for i in self._plain if self._bytes[i] in self.context]
+    self._context_ids: list[int] | None = None  # `_in_context`, found when first needed
     self._numbers: tuple[frozenset[bytes], frozenset[bytes]] | None = None  # (whole, prefixes)
     self._shaped: dict[str, tuple[str, ...]] = {}  # format -> the conversation's values of it
     for token in forced:  # the turn's forced start (the inner constraint has its own)
@@ -391,6 +390,13 @@ class ArgumentConstraint:
 
   # --- tokens --------------------------------------------------------------------------------
 
+  def _in_context(self) -> list[int]:
+    """Of the plain tokens, those in the context: the only ones that can extend a copy (found
+    once, when a whole mask first needs them: a checked token needs none)."""
+    if self._context_ids is None:
+      self._context_ids = [i for i in self._plain if self._bytes[i] in self.context]
+    return self._context_ids
+
   def _keeps(self, b: bytes) -> bool:
     """Whether writing ``b`` from here keeps every constrained string it touches valid (whole
     when it closes, a valid start when it stays open) and closes the passed-on object only with
@@ -496,7 +502,7 @@ class ArgumentConstraint:
       mask[self._specials] = True
     elif rule[0] == "copy":
       value = bytes(self.scanner.value)
-      for i in self._in_context:
+      for i in self._in_context():
         text = value + self._bytes[i]
         mask[i] = text in self.context and self._occurs(text, closed=False)
     elif rule[0] == "shape":
@@ -531,14 +537,28 @@ class ArgumentConstraint:
 
     return valid
 
+  def proposal(self, budget: int | None = None) -> np.ndarray:
+    """bool [vocab]: the ids to draw from first, those of the inner constraint (all without
+    one). Whenever one of them `admits` is true of, ``allowed(budget)`` is exactly those of them
+    that it is true of; so a draw from ``proposal`` that `admits`, else a draw from
+    ``allowed``, is a draw from ``allowed`` (rejection sampling: `rl.grpo.rollout`), and
+    greedy's token is the likeliest proposal that `admits` (`best`)."""
+    if self.inner is None:
+      return np.ones(self.vocab.size, bool)
+    return self.inner.allowed(budget)
+
+  def admits(self, token: int) -> bool:
+    """Whether ``token``, one of ``proposal``'s, keeps what is passed on valid."""
+    return not self.scanner.in_call or self._validity()(int(token))
+
   def best(self, logits: np.ndarray, budget: int | None = None, tries: int = 16) -> int:
     """The most likely token ``allowed(budget)`` gives (lowest id among ties), as greedy
-    decoding takes it: ``argmax(where(allowed(budget), logits, -inf))``. The inner constraint's
-    tokens are tried from the likeliest, each on its own, and the first that keeps what is
-    passed on valid is that argmax; only if none of the first ``tries`` does is the whole mask
-    built. A trained policy's top token is nearly always valid, so a step checks one token
-    instead of the vocabulary."""
-    mask = self.inner.allowed(budget) if self.inner is not None else np.ones(self.vocab.size, bool)
+    decoding takes it: ``argmax(where(allowed(budget), logits, -inf))``. The proposal's tokens
+    are tried from the likeliest, each on its own, and the first that keeps what is passed on
+    valid is that argmax; only if none of the first ``tries`` does is the whole mask built. A
+    trained policy's top token is nearly always valid, so a step checks one token instead of
+    the vocabulary."""
+    mask = self.proposal(budget)
     if self.scanner.in_call:
       ids = np.flatnonzero(mask)
       valid = self._validity()
@@ -553,7 +573,7 @@ class ArgumentConstraint:
     valid token that cannot finish within ``budget`` goes before the budget (the inner grammar
     cuts the turn then, as it does on its own). Never empty: with no valid token left, the
     inner constraint's mask."""
-    mask = self.inner.allowed(budget) if self.inner is not None else np.ones(self.vocab.size, bool)
+    mask = self.proposal(budget)
     if not self.scanner.in_call:
       return mask
     valid = self._mask()

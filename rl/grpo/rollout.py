@@ -30,7 +30,10 @@ With ``constrained`` / ``grounded`` (`RolloutConfig`, as the checkpoint agent's 
 `rl.decoding.modes`), each row's turn is sampled under its own constraint: the typed grammar of the
 meta-tools with the episode's services, and values passed on copied from the conversation. The
 constraint lives on the host; the turn's loop calls back after every step (``io_callback``) for
-each row's next mask, so a turn is still one device call. Masks only choose what is sampled: the
+each row's next mask, so a turn is still one device call. Without top-p filtering the mask is
+the grammar's alone and each draw is checked on the host (one token walked, not the whole
+vocabulary); a draw that passes on an invalid value is drawn again under the whole mask, which
+together is a draw from the allowed ids. Masks only choose what is sampled: the
 recorded log-probs are the unconstrained policy's, the ones the trainer recomputes.
 
 Sampling is seeded per token: the key of row r's token at position p is
@@ -89,9 +92,15 @@ class RolloutConfig:
   # --constrained / --grounded. The recorded log-probs stay the unconstrained model's.
   constrained: bool = False
   grounded: bool = False
+  # The smallest batch a turn is played in: as rollouts finish, the rows left are compacted to
+  # the next power of two from here (each batch size compiles its own programs, and on a CPU a
+  # batch of 8 steps about as fast as one of 1).
+  min_batch: int = 1
 
   def __post_init__(self):
-    for name in ("num_rollouts", "max_turns", "max_new_tokens_per_turn", "max_total_tokens"):
+    for name in (
+      "num_rollouts", "max_turns", "max_new_tokens_per_turn", "max_total_tokens", "min_batch"
+    ):  # fmt: skip
       if getattr(self, name) < 1:
         raise ValueError(f"RolloutConfig.{name} must be at least 1, got {getattr(self, name)}")
     if not self.temperature > 0:
@@ -151,14 +160,19 @@ def append_ids(graphdef, state, cache: Cache, logits_bv, tokens_bc, count_b):
 #: advance(token_b, active_b, step) -> bool [B, V]: a host function that feeds each active row's
 #: sampled id to its decoding constraint and returns the ids each row may sample next.
 Advance = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+#: check(token_b, active_b, step) -> (ok_b bool [B], mask_bv bool [B, V]): a host function that
+#: says which active rows' draws their constraint keeps, and for the others the ids it allows.
+Check = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
 @functools.partial(
-  jax.jit, static_argnames=("graphdef", "sampler", "steps", "stop_id", "temperature", "advance")
+  jax.jit,
+  static_argnames=("graphdef", "sampler", "steps", "stop_id", "temperature", "advance", "check"),
 )
 def sample_turn(
   graphdef, state, cache: Cache, logits_bv, budget_b, row_b, turn_b, key, mask_bv=None, *,
   sampler: Sampler, steps: int, stop_id: int, temperature: float, advance: Advance | None = None,
+  check: Check | None = None,
 ):  # fmt: skip
   """One assistant turn per row: up to `budget_b[b]` (<= `steps`) sampled ids, stopping after
   `stop_id`. Every sampled id is fed to the cache; done rows stop changing it and the loop ends
@@ -168,7 +182,14 @@ def sample_turn(
   With `advance` (and `mask_bv`, the ids each row may sample first), each id is sampled among
   the ids the mask allows, and `advance` is called back on the host after every step for the
   next mask: constrained decoding inside the loop. The log-probs recorded are still those of
-  the unconstrained model (what the GRPO trainer recomputes)."""
+  the unconstrained model (what the GRPO trainer recomputes).
+
+  With `check` too, the masks are proposals (supersets of what each row's constraint allows,
+  `ArgumentConstraint.proposal`): each draw is checked on the host, and a row whose draw the
+  constraint rejects draws again, under the mask `check` returns, with a key of its own. A
+  proposal that is kept, or else a draw under the whole mask, is a draw from the allowed ids
+  (rejection sampling), and a check costs one token's walk where a whole mask costs every
+  token's."""
   b = budget_b.shape[0]
   row_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, row_b)
   model = nnx.merge(graphdef, state)
@@ -185,6 +206,15 @@ def sample_turn(
     key_b = jax.vmap(jax.random.fold_in)(row_keys, lengths_b)  # one key per position
     allowed_bv = logits_bv if mask_bv is None else jnp.where(mask_bv, logits_bv, -jnp.inf)
     token_b = sampler(allowed_bv, key_b, i, row_b, turn_b)
+    if check is not None:
+      shapes = (
+        jax.ShapeDtypeStruct((b,), jnp.bool_),
+        jax.ShapeDtypeStruct(mask_bv.shape, jnp.bool_),
+      )
+      kept_b, whole_bv = io_callback(check, shapes, token_b, active_b, i)
+      again_b = jax.vmap(jax.random.fold_in, in_axes=(0, None))(key_b, 1)
+      redrawn_b = sampler(jnp.where(whole_bv, logits_bv, -jnp.inf), again_b, i, row_b, turn_b)
+      token_b = jnp.where(kept_b, token_b, redrawn_b)
     logp_bv = jax.nn.log_softmax(logits_bv.astype(jnp.float32) / temperature, axis=-1)
     logp_b = jnp.take_along_axis(logp_bv, token_b[:, None], axis=1)[:, 0]
     ids_bs = ids_bs.at[:, i].set(jnp.where(active_b, token_b, 0))
@@ -200,6 +230,8 @@ def sample_turn(
 
   if (mask_bv is None) != (advance is None):
     raise ValueError("sample_turn: a mask needs an advance callback, and the other way round")
+  if check is not None and advance is None:
+    raise ValueError("sample_turn: a check needs a mask and an advance callback")
   init = (
     jnp.int32(0),
     unroll_cache(cache),
@@ -280,7 +312,7 @@ class RolloutEngine:
   `sampler` replaces temperature / top-p sampling (tests script the policy's text with it; the
   recorded log-probs are still those of the tempered model distribution). `append_chunk` is the
   piece size tool turns and prompts are appended in; `min_batch` the smallest batch bucket (one
-  compiled shape for batches up to it).
+  compiled shape for batches up to it; default: the config's).
   """
 
   def __init__(
@@ -291,13 +323,14 @@ class RolloutEngine:
     *,
     sampler: Sampler | None = None,
     append_chunk: int = 128,
-    min_batch: int = 1,
+    min_batch: int | None = None,
   ):
     vocab = renderer.tokenizer.vocab_size
     if vocab > model.config.vocab_size:
       raise ValueError(
         f"the tokenizer has {vocab} ids but the model only {model.config.vocab_size}"
       )
+    min_batch = config.min_batch if min_batch is None else min_batch
     if append_chunk < 1 or min_batch < 1:
       raise ValueError("append_chunk and min_batch must be at least 1")
     self.model, self.renderer, self.config = model, renderer, config
@@ -316,6 +349,9 @@ class RolloutEngine:
         grounded=config.grounded,
         composed=renderer.tokenizer.chat_composed,
       )
+    # Masks as proposals checked draw by draw (`sample_turn`'s `check`): exact for a draw from
+    # the whole tempered distribution, which top-p filtering after the mask is not.
+    self.propose = self.constraints is not None and config.top_p == 1.0
     self._turn: list[Any] = []  # the constraint of each batch slot this turn (None: free)
     self._budget = np.zeros((0,), np.int32)
     self._masks = np.zeros((0, model.config.vocab_size), bool)
@@ -399,9 +435,26 @@ class RolloutEngine:
         context = self.renderer.decode(r.conv.prompt_ids()).encode()
         c = self.constraints.start(self.renderer.tools, episode_services(r.task), context)
         self._masks[s] = False
-        self._masks[s, :vocab] = c.allowed(int(budget[s]) - 1)
+        self._masks[s, :vocab] = self._mask_of(c, int(budget[s]) - 1)
       self._turn.append(c)
     return self._masks.copy()
+
+  def _mask_of(self, c, budget: int) -> np.ndarray:
+    return c.proposal(budget) if self.propose else c.allowed(budget)
+
+  def _check(self, token_b, live_b, step) -> tuple[np.ndarray, np.ndarray]:
+    """`Check` for `sample_turn`: whether each live slot's draw from its proposal is one its
+    constraint allows; where not, the ids it allows (with the tokens its turn has left)."""
+    token_b, live_b, step = np.asarray(token_b), np.asarray(live_b), int(step)
+    vocab = self.constraints.vocab.size
+    kept_b = np.ones(len(self._turn), bool)
+    whole_bv = np.ones_like(self._masks)
+    for s, c in enumerate(self._turn):
+      if c is not None and live_b[s] and not c.admits(int(token_b[s])):
+        kept_b[s] = False
+        whole_bv[s] = False
+        whole_bv[s, :vocab] = c.allowed(int(self._budget[s]) - step - 1)
+    return kept_b, whole_bv
 
   def _advance(self, token_b, live_b, step) -> np.ndarray:
     """`Advance` for `sample_turn`: feeds each live slot its sampled id and returns the ids it
@@ -411,7 +464,7 @@ class RolloutEngine:
     for s, c in enumerate(self._turn):
       if c is not None and live_b[s]:
         c.advance(int(token_b[s]))
-        self._masks[s, :vocab] = c.allowed(int(self._budget[s]) - step - 2)
+        self._masks[s, :vocab] = self._mask_of(c, int(self._budget[s]) - step - 2)
     return self._masks.copy()
 
   def _execute(self, row: _Row, parsed: ParsedAssistant) -> list[dict[str, Any]]:
@@ -560,6 +613,7 @@ class RolloutEngine:
         stop_id=self.renderer.im_end_id,
         temperature=cfg.temperature,
         advance=self._advance if mask is not None else None,
+        check=self._check if mask is not None and self.propose else None,
       )  # fmt: skip
       ids, logps, counts = np.asarray(ids), np.asarray(logps), np.asarray(counts)
       for s, r in enumerate(live):

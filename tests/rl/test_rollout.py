@@ -471,3 +471,43 @@ def test_sample_turn_needs_mask_and_callback_together(model, renderer):
       graphdef, state, cache, logits, one, one, one, jax.random.key(0), jnp.ones_like(logits, bool),
       sampler=make_sampler(1.0), steps=1, stop_id=renderer.im_end_id, temperature=1.0,
     )  # fmt: skip
+
+
+def test_a_checked_proposal_is_a_draw_from_the_allowed_ids(model, renderer):
+  """`sample_turn` with a `check`: each row draws from the proposal (ids 0-7), the check rejects
+  ids 0-2 and hands back the allowed ones (3-7) for a second draw. The ids drawn follow the
+  tempered softmax over the allowed ids alone, as one draw under the whole mask would."""
+  from rl.grpo.rollout import sample_turn
+
+  n, v = 4096, model.config.vocab_size
+  graphdef, state = nnx.split(model)
+  logits = np.full((n, v), -1e9, np.float32)
+  logits[:, :8] = [2.0, 1.5, 1.0, 0.0, 0.5, 1.0, -0.5, 0.2]
+  proposal = np.zeros((n, v), bool)
+  proposal[:, :8] = True
+  allowed = np.zeros((n, v), bool)
+  allowed[:, 3:8] = True
+  rejected = []
+
+  def check(token_b, active_b, step):
+    kept_b = np.asarray(token_b) >= 3
+    rejected.append(int((~kept_b).sum()))
+    return kept_b, np.where(kept_b[:, None], True, allowed)
+
+  def advance(token_b, active_b, step):
+    return np.ones((n, v), bool)
+
+  budget = jnp.ones((n,), jnp.int32)
+  ids, *_ = sample_turn(
+    graphdef, state, Cache.zeros(model.config, n, 16), jnp.asarray(logits), budget,
+    jnp.arange(n, dtype=jnp.int32), jnp.zeros((n,), jnp.int32), jax.random.key(3),
+    jnp.asarray(proposal), sampler=make_sampler(TEMPERATURE), steps=1,
+    stop_id=renderer.im_end_id, temperature=TEMPERATURE, advance=advance, check=check,
+  )  # fmt: skip
+  drawn = np.asarray(ids)[:, 0]
+  assert rejected[0] > n // 2  # most first draws fell on ids 0-2 and were drawn again
+  z = logits[0, 3:8] / TEMPERATURE
+  want = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+  frequencies = np.bincount(drawn, minlength=v)[:8] / n
+  assert frequencies[:3].sum() == 0
+  np.testing.assert_allclose(frequencies[3:8], want, atol=0.03)  # > 4 standard deviations
