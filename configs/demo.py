@@ -89,7 +89,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # (rl.pipeline.run.DECODINGS: "free", "constrained", "grounded", "constrained+grounded").
   c.eval.decodings = ("free", "constrained+grounded")
   if variant != "test" and not c.grpo.get("missing"):
-    c.grpo.num_steps = 4  # 25-45 s a step of 4 x 8 rollouts on 2 cores: 2.1 min of the demo
+    c.grpo.num_steps = 4  # 17-44 s a step of 4 x 8 rollouts on 2 cores: 2.2 min of the demo
 
   if variant == "composed":
     c.tasks.num_services = 2
