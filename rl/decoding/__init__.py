@@ -5,5 +5,6 @@
 - ``constrained``: the grammar over a vocabulary, a per-sequence constraint for a sampler.
 - ``scanner``: ``JsonScanner``, where in a tool call's JSON the text being written is.
 - ``arguments``: the arguments ``call_tool`` passes on, typed and grounded in the conversation.
+- ``token_kinds``: a vocabulary's tokens by kind, found once, for ``arguments``.
 - ``modes``: the decoding modes and each turn's constraints, shared by rollouts and the agent.
 """

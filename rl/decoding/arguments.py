@@ -38,8 +38,6 @@ in the instruction or the last reply. Both levers act on exactly those tokens.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import json
 import math
 import re
@@ -55,6 +53,7 @@ from rl.decoding.scanner import QUOTE as _QUOTE
 from rl.decoding.scanner import JsonScanner
 from rl.decoding.scanner import unescape as _text
 from rl.decoding.symbols import SPECIALS
+from rl.decoding.token_kinds import token_kinds
 
 #: A leading system turn (the chat's markers, `SPECIALS`): how to work, never a task's values.
 _SYSTEM_TURN = re.compile(
@@ -139,67 +138,6 @@ def _integer_in(text: bytes, low: float, high: float) -> bool:
     return False
 
 
-@dataclasses.dataclass(frozen=True)
-class _TokenKinds:
-  """Per vocabulary, once: each id's bytes (None for specials), the ids that can open, close,
-  end or continue something (a quote, brace or comma: walked on a copy of the scanner), the
-  plain ones, and the specials. For finding tokens by what they write rather than one by one:
-  the plain ids by their bytes where those are ASCII without a backslash (`simple`: such bytes
-  read as themselves inside a JSON string), the other plain ids (`odd`), and the non-special ids
-  by their first byte."""
-
-  token_bytes: list[bytes | None]
-  structural: list[int]
-  plain: list[int]
-  specials: list[int]
-  simple: dict[bytes, list[int]]
-  simple_ids: np.ndarray
-  odd: list[int]
-  plain_by_first: dict[int, list[int]]
-  structural_by_first: dict[int, list[int]]
-  is_structural: np.ndarray  # bool [vocab]
-  is_special: np.ndarray  # bool [vocab]
-
-
-def _by_first(ids: Sequence[int], token_bytes: Sequence[bytes | None]) -> dict[int, list[int]]:
-  out: dict[int, list[int]] = {}
-  for i in ids:
-    out.setdefault(token_bytes[i][0], []).append(i)
-  return out
-
-
-@functools.lru_cache(maxsize=4)
-def _token_kinds(vocab: Vocabulary) -> _TokenKinds:
-  token_bytes = [bytes(s) if s and s[0] < SPECIAL_BASE else None for s in vocab.symbols]
-  structural, plain = [], []
-  for i, b in enumerate(token_bytes):
-    if b:
-      (structural if any(c in b for c in b'"},') else plain).append(i)
-  specials = [i for i, b in enumerate(token_bytes) if b is None and vocab.symbols[i]]
-  simple: dict[bytes, list[int]] = {}
-  odd = []
-  for i in plain:
-    b = token_bytes[i]
-    if b.isascii() and _BACKSLASH not in b:
-      simple.setdefault(b, []).append(i)
-    else:
-      odd.append(i)
-  simple_ids = np.asarray(sorted(i for ids in simple.values() for i in ids), np.int64)
-  return _TokenKinds(
-    token_bytes,
-    structural,
-    plain,
-    specials,
-    simple,
-    simple_ids,
-    odd,
-    _by_first(plain, token_bytes),
-    _by_first(structural, token_bytes),
-    np.isin(np.arange(vocab.size), structural),
-    np.isin(np.arange(vocab.size), specials),
-  )
-
-
 class ArgumentConstraint:
   """One turn's decoding of what ``call_tool`` passes on, over an optional grammar ``inner``.
 
@@ -229,7 +167,7 @@ class ArgumentConstraint:
     self.ground, self.schemas = ground, schemas or {}
     self.composed = frozenset(tuple(c) for c in composed)
     self.scanner = JsonScanner()
-    self._kinds = kinds = _token_kinds(vocab)
+    self._kinds = kinds = token_kinds(vocab)
     self._bytes, self._structural, self._plain = kinds.token_bytes, kinds.structural, kinds.plain
     self._specials = kinds.specials
     self._context_ids: list[int] | None = None  # `_in_context`, found when first needed

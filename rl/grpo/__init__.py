@@ -5,7 +5,8 @@
 - ``update``: log-probabilities at the loss tokens, the optimizer, the jitted update step.
 - ``loss``: the GRPO policy loss (eq. 7, 8) on plain arrays.
 - ``rewards``: rubric rewards and group-relative advantages (eq. 5, 6).
-- ``rollout``, ``sampling``: the batched multi-turn rollout engine and its samplers.
+- ``rollout``, ``turn``, ``sampling``: the batched multi-turn rollout engine, one turn of its
+  batch on the device, and its samplers.
 - ``bench``, ``rollout_bench``: one GRPO step, and the rollout engine, timed.
 """
 
