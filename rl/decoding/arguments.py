@@ -429,11 +429,7 @@ class ArgumentConstraint:
       return np.ones(self.vocab.size, bool)
     mask = np.zeros(self.vocab.size, bool)
     rule = self._rule(self.scanner)
-    # A value's first byte (typed) and a grounded number's next: each token walked through.
-    number = bool(self.scanner.scalar) and (
-      self._grounds_number(self.scanner) or self._integer_bounds(self.scanner) is not None
-    )
-    if number or self._value_start(self.scanner) is not None:
+    if self._walks_each(self.scanner):
       self._walk(mask, self._kinds.plain_by_first)
     elif rule is None:
       mask[self._plain] = True  # without a quote, brace or comma a token changes nothing here
@@ -452,13 +448,18 @@ class ArgumentConstraint:
     self._walk(mask, self._kinds.structural_by_first)
     return mask
 
+  def _walks_each(self, s: JsonScanner) -> bool:
+    """Whether each token is walked through here: at a value's (typed) first byte, and at a
+    grounded or bounded number's next."""
+    number = bool(s.scalar) and (self._grounds_number(s) or self._integer_bounds(s) is not None)
+    return number or self._value_start(s) is not None
+
   def _validity(self) -> Callable[[int], bool]:
     """One token's entry of `_mask` from here, found for that token alone (each by the
     definition `_mask` finds them in bulk): what `best` tries its likeliest tokens with."""
     s, kinds = self.scanner, self._kinds
     rule = self._rule(s)
-    number = bool(s.scalar) and (self._grounds_number(s) or self._integer_bounds(s) is not None)
-    walked = number or self._value_start(s) is not None
+    walked = self._walks_each(s)
     value = bytes(s.value)
 
     def valid(i: int) -> bool:
