@@ -83,6 +83,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.optim.num_minibatches = 1  # optimizer steps per rollout batch, on disjoint row subsets
   c.optim.aux_loss = True  # add the model's MoE load-balancing loss (router_aux_loss_coef)
   c.optim.head_chunk = 256  # loss tokens per row through the LM head at once; 0 = all at once
+  # Rows through the loss at a time, their gradients added up before the optimizer step
+  # (rl.grpo.update.MicroStep): one compiled update for every batch size, one chunk's
+  # activations in memory. 0 = a minibatch's rows at once.
+  c.optim.micro_rows = 0
   # Skip the update of a step in which no group has a reward spread: every advantage is 0, so
   # without a KL or entropy term it would train only the MoE aux loss (DAPO drops such groups).
   c.optim.skip_without_signal = False

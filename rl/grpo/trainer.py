@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -52,6 +53,7 @@ from rl.grpo.batches import (  # noqa: F401 (the batch functions, as rl.grpo has
 )
 from rl.grpo.loss import GRPOLossConfig
 from rl.grpo.update import (  # noqa: F401 (the update step, as rl.grpo has always offered it)
+  MicroStep,
   gather_loss_tokens,
   head_logp,
   init_state,
@@ -331,7 +333,16 @@ def train(
   signal_groups_only = (
     bool(config.optim.get("signal_groups_only", False)) and gradient_only and mb == 1
   )
-  signal_kw = {"aggregation": config.loss.aggregation, "multiple": shards}
+  # Micro-batches (optim.micro_rows, MicroStep): the update's rows go through the loss that many
+  # at a time, gradients added up; every batch size then runs the same compiled programs.
+  micro_rows = config.optim.get("micro_rows", 0)
+  if micro_rows and ((b // mb) % micro_rows or micro_rows % shards):
+    raise ValueError(
+      f"optim.micro_rows={micro_rows} must divide the {b // mb} rows of a minibatch and split"
+      f" over {shards} shards"
+    )
+  multiple = math.lcm(shards, micro_rows) if micro_rows else shards
+  signal_kw = {"aggregation": config.loss.aggregation, "multiple": multiple}
 
   overrides = {k: v for k, v in (config.get("model_overrides") or {}).items() if v}
   loaded, tokenizer, checkpoint = load_policy_parts(init_dir, overrides)
@@ -352,7 +363,24 @@ def train(
       aux_loss_coef=model_config.router_aux_loss_coef if config.optim.aux_loss else 0.0,
       head_chunk=config.optim.head_chunk,
     )
-    grpo_step = jax.jit(step_fn, out_shardings=(state_shardings, None), donate_argnums=0)
+    fused = jax.jit(step_fn, out_shardings=(state_shardings, None), donate_argnums=0)
+    micro = None
+    if micro_rows:
+      micro = MicroStep(
+        graphdef, tx, loss_config, mesh,
+        rows=micro_rows,
+        temperature=config.rollout.temperature,
+        num_minibatches=mb,
+        aux_loss_coef=model_config.router_aux_loss_coef if config.optim.aux_loss else 0.0,
+        head_chunk=config.optim.head_chunk,
+      )  # fmt: skip
+
+    def grpo_step(state, inputs, row_advantages):
+      if micro is not None:
+        return micro(state, inputs, row_advantages)
+      state, metrics = fused(state, shard_batch(inputs, row_advantages, mesh))
+      return state, {k: float(v) for k, v in jax.device_get(metrics).items()}
+
     # The engines sample with the state passed to run(); `model` only gives them the graph.
     engine = engine_factory(model, renderer, rollout_config(config))
     eval_engine = None
@@ -430,10 +458,11 @@ def train(
           update_rows = len(picked)
         trained_tokens = float(inputs["segment_ids"].sum())
         shape = (inputs["tokens"].shape, inputs["loss_index"].shape)
+        if micro is not None:
+          shape = micro.chunk_shape(inputs)
         new_shape = shape not in shapes
         shapes.add(shape)
-        state, metrics = grpo_step(state, shard_batch(inputs, row_advantages, mesh))
-        metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        state, metrics = grpo_step(state, inputs, row_advantages)
       metrics["update_skipped"] = float(skipped)
       t2 = time.perf_counter()
       step += 1

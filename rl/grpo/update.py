@@ -1,6 +1,8 @@
 """The GRPO update (paper eq. 8): log-probabilities at the loss tokens only, the optimizer, and the
 jitted, sharded step ``state, batch -> state, metrics`` (state donated) with its initial state and
-batch placement on the mesh.
+batch placement on the mesh; or, with micro-batches (``MicroStep``), the same update as gradients
+of fixed-size row chunks added up on the device, so batches of any number of rows run one
+compiled program.
 """
 
 from __future__ import annotations
@@ -104,6 +106,28 @@ def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransform
   return optax.chain(optax.clip_by_global_norm(o.clip_norm), adam) if o.clip_norm > 0 else adam
 
 
+def _loss_terms(graphdef, loss_config: GRPOLossConfig, temperature: float, head_chunk: int):
+  """``logp(params, rest, mb)`` (``policy_logp`` at the loss positions) and ``loss(params, rest,
+  mb, ref_logp_bk) -> (eq. 8 loss, MoE aux loss, metrics)`` of one minibatch."""
+
+  def logp(params, rest, mb):
+    model = nnx.merge(graphdef, params, rest)
+    return policy_logp(model, mb, temperature, mb["loss_index"], head_chunk)
+
+  def loss(params, rest, mb, ref_logp_bk):
+    logp_bk, entropy_bk, aux = logp(params, rest, mb)
+    if not loss_config.entropy_coef:  # a metric only: no backward pass through [B, K, V]
+      entropy_bk = jax.lax.stop_gradient(entropy_bk)
+    loss_tokens = gather_loss_tokens(mb)
+    value, metrics = grpo_loss(
+      logp_bk, loss_tokens["old_logp"], mb["advantages"], loss_tokens["loss_mask"], loss_config,
+      ref_logp_bk, entropy_bk,
+    )  # fmt: skip
+    return value, aux, {**metrics, "aux_loss": aux}
+
+  return logp, loss
+
+
 def make_grpo_step(
   graphdef,
   tx,
@@ -125,21 +149,11 @@ def make_grpo_step(
   ``head_chunk``: see ``head_logp``.
   """
   use_ref = loss_config.kl_coef > 0
-
-  def logp(params, rest, mb):
-    model = nnx.merge(graphdef, params, rest)
-    return policy_logp(model, mb, temperature, mb["loss_index"], head_chunk)
+  logp, policy_loss = _loss_terms(graphdef, loss_config, temperature, head_chunk)
 
   def loss_fn(params, rest, mb, ref_logp_bk):
-    logp_bk, entropy_bk, aux = logp(params, rest, mb)
-    if not loss_config.entropy_coef:  # a metric only: no backward pass through [B, K, V]
-      entropy_bk = jax.lax.stop_gradient(entropy_bk)
-    loss_tokens = gather_loss_tokens(mb)
-    loss, metrics = grpo_loss(
-      logp_bk, loss_tokens["old_logp"], mb["advantages"], loss_tokens["loss_mask"], loss_config,
-      ref_logp_bk, entropy_bk,
-    )  # fmt: skip
-    return loss + aux_loss_coef * aux, {**metrics, "aux_loss": aux}
+    loss, aux, metrics = policy_loss(params, rest, mb, ref_logp_bk)
+    return loss + aux_loss_coef * aux, metrics
 
   grad_fn = jax.grad(loss_fn, has_aux=True)
 
@@ -171,6 +185,129 @@ def make_grpo_step(
     return new_state, metrics
 
   return step
+
+
+def loss_weights(loss_mask_b: np.ndarray, chunks: int, aggregation: str) -> np.ndarray:
+  """Weights [chunks] under which the chunks' own losses (``grpo_loss`` of their rows alone) add
+  up to the loss of all their rows: each chunk's share of the loss's denominator, its loss
+  tokens (``token-mean``) or its rows with loss tokens (the ``seq-mean-*`` aggregations).
+  ``loss_mask_b`` is [B, L] (rows cut into `chunks` consecutive equal parts). Without any loss
+  token every loss is 0; the weights are then equal."""
+  tokens_cb = np.asarray(loss_mask_b, bool).sum(-1).reshape(chunks, -1)
+  per_chunk = tokens_cb.sum(-1) if aggregation == "token-mean" else (tokens_cb > 0).sum(-1)
+  total = per_chunk.sum()
+  return per_chunk / total if total else np.full(chunks, 1.0 / chunks)
+
+
+class MicroStep:
+  """The GRPO update (``make_grpo_step``'s) run `rows` rows at a time: ``step(state, batch,
+  advantages) -> (state, metrics)`` on host arrays (``ROW_KEYS`` [B, ...], advantages [B]).
+
+  Each minibatch's rows (rows i, i + n, ... as ``make_grpo_step`` cuts them) go through the loss
+  in chunks of `rows`, whose gradients add up on the device, weighted by ``loss_weights`` so
+  that they are the minibatch's gradient; then one optimizer step. Every batch whose row count
+  is a multiple of `rows` runs the same two compiled programs (chunk gradient, optimizer step),
+  where the fused step compiles once per batch size, and memory holds one chunk's activations.
+  The MoE aux loss is the chunks' mean (the fused step's is over the minibatch's tokens at
+  once: a load-balancing term, not an exact sum). Metrics as ``make_grpo_step``'s: loss terms
+  summed under the weights, token means weighted by loss tokens, ratio extremes, the gradient
+  norm of the summed gradient.
+  """
+
+  def __init__(
+    self,
+    graphdef,
+    tx,
+    loss_config: GRPOLossConfig,
+    mesh,
+    *,
+    rows: int,
+    temperature: float,
+    num_minibatches: int = 1,
+    aux_loss_coef: float = 0.0,
+    head_chunk: int = 0,
+  ):
+    if rows < 1 or num_minibatches < 1:
+      raise ValueError(f"need rows >= 1 and num_minibatches >= 1; got {rows}, {num_minibatches}")
+    self.rows, self.num_minibatches, self.mesh = rows, num_minibatches, mesh
+    self.aggregation, self.use_ref = loss_config.aggregation, loss_config.kl_coef > 0
+
+    logp, policy_loss = _loss_terms(graphdef, loss_config, temperature, head_chunk)
+
+    def loss_fn(params, rest, mb, ref_logp_bk, weight, aux_weight):
+      loss, aux, metrics = policy_loss(params, rest, mb, ref_logp_bk)
+      tokens = jnp.sum(gather_loss_tokens(mb)["loss_mask"])
+      return weight * loss + aux_weight * aux_loss_coef * aux, {**metrics, "tokens": tokens}
+
+    def add_chunk(params, rest, ref_params, acc, mb, weight, aux_weight):
+      ref_logp_bk = None
+      if self.use_ref:  # outside the gradient's trace: NNX merges variables of one trace only
+        ref_logp_bk = jax.lax.stop_gradient(logp(ref_params, rest, mb)[0])
+      grads, metrics = jax.grad(loss_fn, has_aux=True)(
+        params, rest, mb, ref_logp_bk, weight, aux_weight
+      )
+      return jax.tree.map(jnp.add, acc, grads), metrics
+
+    def apply(params, opt_state, acc):
+      updates, opt_state = tx.update(acc, opt_state, params)
+      return optax.apply_updates(params, updates), opt_state, optax.tree.norm(acc)
+
+    self._add_chunk = jax.jit(add_chunk, donate_argnums=3)
+    self._apply = jax.jit(apply, donate_argnums=(0, 1))
+
+  def chunk_shape(self, batch: Mapping[str, np.ndarray]) -> tuple:
+    """The shapes the compiled programs see: a chunk's tokens and loss index."""
+    return (self.rows, *batch["tokens"].shape[1:]), (self.rows, *batch["loss_index"].shape[1:])
+
+  def __call__(self, state, batch: Mapping[str, np.ndarray], advantages_b: np.ndarray):
+    b, n, rows = len(advantages_b), self.num_minibatches, self.rows
+    if b % n or (b // n) % rows:
+      raise ValueError(f"{b} rows do not split into {n} minibatches of chunks of {rows} rows")
+    chunks = b // n // rows
+    params, opt_state = state["params"], state["opt_state"]
+    per_mb = []
+    for m in range(n):
+      mb = {k: np.asarray(batch[k])[m::n] for k in ROW_KEYS}
+      adv = np.asarray(advantages_b, np.float32)[m::n]
+      weights = loss_weights(mb["loss_mask"], chunks, self.aggregation)
+      acc = jax.tree.map(jnp.zeros_like, params)
+      parts = []
+      for c in range(chunks):
+        part = slice(c * rows, (c + 1) * rows)
+        sharded = shard_batch({k: v[part] for k, v in mb.items()}, adv[part], self.mesh)
+        acc, metrics = self._add_chunk(
+          params, state["rest"], state.get("ref_params"), acc, sharded,
+          np.float32(weights[c]), np.float32(1.0 / chunks),
+        )  # fmt: skip
+        parts.append(jax.device_get(metrics))
+      params, opt_state, grad_norm = self._apply(params, opt_state, acc)
+      per_mb.append(self._combine(parts, weights, float(grad_norm)))
+    state = {**state, "step": state["step"] + 1, "params": params, "opt_state": opt_state}
+    metrics = {k: float(np.mean([m[k] for m in per_mb])) for k in per_mb[0]}
+    metrics["ratio_min"] = min(m["ratio_min"] for m in per_mb)
+    metrics["ratio_max"] = max(m["ratio_max"] for m in per_mb)
+    metrics["first_loss"] = per_mb[0]["loss"]
+    return state, metrics
+
+  @staticmethod
+  def _combine(parts: list[dict], weights: np.ndarray, grad_norm: float) -> dict[str, float]:
+    """One minibatch's metrics from its chunks' (see the class docstring)."""
+    tokens = np.asarray([float(p["tokens"]) for p in parts])
+    by_tokens = tokens / tokens.sum() if tokens.sum() else np.full(len(parts), 1 / len(parts))
+    out = {"grad_norm": grad_norm}
+    for key in parts[0]:
+      values = np.asarray([float(p[key]) for p in parts])
+      if key in ("loss", "pg_loss"):
+        out[key] = float(values @ weights)
+      elif key == "ratio_min":
+        out[key] = float(values.min())
+      elif key == "ratio_max":
+        out[key] = float(values.max())
+      elif key == "aux_loss":
+        out[key] = float(values.mean())
+      elif key != "tokens":
+        out[key] = float(values @ by_tokens)
+    return out
 
 
 def init_state(model: models.Transformer, tx, mesh, *, keep_reference: bool):
