@@ -6,7 +6,8 @@ needs, sized for about an hour per seed on 2 CPU cores: ``env_scaling`` (K = 1, 
 compositions) took 27-34 min a seed on 2026-12-05 (``--config.budget=epochs``: 84 min for three
 seeds; 17-19 min a seed on 2026-12-06, with rows packed over 256 open ones),
 ``single_vs_composed`` (K = 2 vs K = 1, 4K rows) 45 min for each of seeds 0 and 1, partly
-beside a test run; ``reweighting`` 11-13 min a seed from a given SFT policy (6 GRPO steps of
+beside a test run; ``reweighting`` 11-13 min a seed from a given SFT policy (8-9 min with the
+update in chunks of 8 rows, 2026-12-06; 6 GRPO steps of
 2 x 8 rollouts per reward, README). On an accelerator scale them up by flag, e.g.
 ``--config.sizes=100,500,1000,3000 --config.tasks.num_tasks=8000`` (the paper's sizes) with
 ``--config.sft.model.name=small --config.sft.data.seq_len=4096`` and so on for the recipe.
