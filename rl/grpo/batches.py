@@ -140,6 +140,18 @@ def rewards_and_advantages(
   return np.asarray(rewards), np.asarray(group_advantages(rewards, delta))
 
 
+def groups_unlike_uniform(batch: Mapping[str, np.ndarray], advantages: Any, delta: float) -> float:
+  """The share of groups whose advantages (eq. 6) differ from those the uniform reward gives the
+  same rollouts: the groups where a reward's weighting of the criteria changes the update (0 for
+  the uniform reward). Criteria that every rollout of a group passes, or none does, shift all
+  rewards alike, so under eq. 5 a group differs only where two criteria vary with different
+  group pass rates."""
+  rewards = REWARDS["uniform"](batch["passed"], batch["criteria_mask"])
+  uniform = np.asarray(group_advantages(rewards, delta))
+  gap_g = np.abs(np.asarray(advantages, np.float64) - uniform).max(axis=-1)
+  return float(np.mean(gap_g > 1e-3))
+
+
 def zero_advantage_groups(advantages: np.ndarray, tol: float = 1e-6) -> np.ndarray:
   """bool [G]: the groups of ``advantages`` [G, N] whose every advantage is 0."""
   return np.all(np.abs(advantages) < tol, axis=-1)

@@ -38,6 +38,7 @@ from rl.grpo.batches import (  # noqa: F401 (the batch functions, as rl.grpo has
   ROW_KEYS,
   assemble_batch,
   bucket_length,
+  groups_unlike_uniform,
   groups_with_signal,
   keep_groups,
   regroup,
@@ -437,6 +438,7 @@ def train(
         **rollout_metrics(rollouts, batch),
         "mean_reward": float(rewards.mean()),
         "groups_with_signal": groups_with_signal(rewards),
+        "groups_unlike_uniform": groups_unlike_uniform(batch, advantages, config.reward.delta),
       }
       if oversample > 1:  # the g groups that train: those with a reward spread first
         rollouts = regroup(rollouts, keep_groups(rewards, g), n)
@@ -516,6 +518,11 @@ def train(
   })  # fmt: skip
 
 
+def _mean_of(history: Sequence[Mapping[str, float]], key: str) -> float | None:
+  values = [h[key] for h in history if key in h]
+  return float(np.mean(values)) if values else None
+
+
 def summarize(
   config, history, evals, *, start: int, step: int, workdir: Path, extra
 ) -> dict[str, Any]:
@@ -538,6 +545,8 @@ def summarize(
     "loss": [round(h["loss"], 6) for h in history],
     "groups_with_signal": [round(x, 6) for x in signal],
     "mean_groups_with_signal": float(np.mean(signal)) if signal else None,
+    # the groups whose advantages the reward's weighting changed (against the uniform reward's)
+    "mean_groups_unlike_uniform": _mean_of(history, "groups_unlike_uniform"),
     # the groups the update trained on (data.oversample > 1: those with a spread first)
     "update_groups_with_signal": [round(x, 6) for x in update_signal],
     "mean_update_groups_with_signal": float(np.mean(update_signal)) if update_signal else None,

@@ -5,6 +5,7 @@ import pytest
 
 from compoworld.tasks.rubric import couple
 from rl.grpo import rewards
+from rl.grpo.batches import groups_unlike_uniform
 from rl.grpo.rewards import (
   REWARDS,
   binary_reward,
@@ -220,3 +221,21 @@ def test_bad_input_is_rejected():
     pad_passed([[[1], [0], [1]], [[1], [0]]])
   with pytest.raises(ValueError, match="disagree"):
     pad_passed([[[1], [0, 1]]])
+
+
+def test_groups_unlike_uniform_counts_where_the_weighting_changes_the_advantages():
+  n = 4
+  passed = np.zeros((3, n, 2), bool)
+  passed[0, :, 0] = [1, 0, 1, 0]  # one criterion varies, the other always passes: affine
+  passed[0, :, 1] = True
+  passed[1, :, 0] = [1, 1, 1, 0]  # two vary, with pass rates 3/4 and 1/4: reweighted
+  passed[1, :, 1] = [0, 0, 1, 0]
+  passed[2, :, 0] = [1, 0, 1, 0]  # two vary with the same pass rate: alike again
+  passed[2, :, 1] = [0, 1, 1, 0]
+  batch = {"passed": passed, "criteria_mask": np.ones((3, 2), bool)}
+  completion = group_advantages(completion_focused_reward(passed, batch["criteria_mask"]), 1e-6)
+  uniform = group_advantages(uniform_reward(passed, batch["criteria_mask"]), 1e-6)
+  assert groups_unlike_uniform(batch, completion, 1e-6) == pytest.approx(1 / 3)
+  assert groups_unlike_uniform(batch, uniform, 1e-6) == 0.0
+  # the one reweighted group: the rollout meeting the rare criterion gains against uniform
+  assert completion[1, 2] > uniform[1, 2]
