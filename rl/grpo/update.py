@@ -279,9 +279,9 @@ class MicroStep:
           params, state["rest"], state.get("ref_params"), acc, sharded,
           np.float32(weights[c]), np.float32(1.0 / chunks),
         )  # fmt: skip
-        parts.append(jax.device_get(metrics))
+        parts.append(metrics)  # fetched once the chunks are queued
       params, opt_state, grad_norm = self._apply(params, opt_state, acc)
-      per_mb.append(self._combine(parts, weights, float(grad_norm)))
+      per_mb.append(self._combine(jax.device_get(parts), weights, float(grad_norm)))
     state = {**state, "step": state["step"] + 1, "params": params, "opt_state": opt_state}
     metrics = {k: float(np.mean([m[k] for m in per_mb])) for k in per_mb[0]}
     metrics["ratio_min"] = min(m["ratio_min"] for m in per_mb)
