@@ -284,8 +284,12 @@ class RolloutEngine:
     smallest batch bucket that holds them, then written back): tool results differ in length
     by thousands of tokens, and a full-batch piece costs every row's attention over the cache."""
     c = self.append_chunk
-    pieces = [(r.fed, -(-len(r.pending) // c)) for r in slots if r is not None and r.pending]
-    cache = self._with_room(cache, max((fed + n * c for fed, n in pieces), default=0))
+    # Every row of a piece writes `c` slots at its length, also a row that has no ids left in
+    # it (count 0): the last row ends at most `c` past its final length. A write that ran past
+    # the cache would be clamped back onto the row's own last positions and overwrite them.
+    live = [r for r in slots if r is not None]
+    if any(r.pending for r in live):
+      cache = self._with_room(cache, max(r.fed + len(r.pending) + c for r in live))
     longest = max((len(r.pending) for r in slots if r is not None), default=0)
     for start in range(0, longest, c):
       need = [s for s, r in enumerate(slots) if r is not None and len(r.pending) > start]

@@ -7,6 +7,7 @@ checked against one full forward pass over its final tokens.
 """
 
 import json
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -204,6 +205,38 @@ def test_cached_chunk_appends_equal_the_full_forward_pass(model):
       )
     done += np.asarray(counts, np.int32)
   np.testing.assert_array_equal(np.asarray(cache.lengths_b), done)
+
+
+@SLOW
+def test_a_row_done_appending_keeps_its_cache_while_others_append_on(model, renderer):
+  """Pieces of 64 that only row 1 still needs run on both rows (min_batch 2): row 0, with no ids
+  left, writes 64 slots at its length each time. With the cache sized for the pieces' own ids
+  (512 here) those writes ran past it and were clamped onto row 0's last real positions (the
+  GRPO rollouts whose log-probs left the full forward pass by up to 27 nats)."""
+  config = RolloutConfig(
+    num_rollouts=1, max_turns=1, max_new_tokens_per_turn=8, max_total_tokens=1024
+  )
+  engine = RolloutEngine(model, renderer, config, append_chunk=64, min_batch=2)
+  rng = np.random.default_rng(1)
+  ids = [rng.integers(3, renderer.tokenizer.vocab_size, size=n).tolist() for n in (460, 520)]
+  # Already in the cache: 440 and 320 ids; then row 0 appends 10 (one piece), row 1 190 (three,
+  # ending at 320 + 3 x 64 = 512); then 10 more each, whose logits read every slot before them.
+  split = [(440, 450), (320, 510)]
+  rows = [
+    SimpleNamespace(fed=0, pending=list(seq[:a])) for seq, (a, _) in zip(ids, split, strict=True)
+  ]
+  state = nnx.state(model)
+  cache = Cache.zeros(model.config, 2, engine._cache_length(448))
+  logits = jnp.zeros((2, model.config.vocab_size), jnp.float32)
+  for stage in (0, 1, 2):
+    for r, seq, (a, b) in zip(rows, ids, split, strict=True):
+      r.pending = list(seq[[0, a, b][stage] : [a, b, len(seq)][stage]])
+    cache, logits = engine._append_pending(state, cache, logits, rows)
+  for b, seq in enumerate(ids):
+    full = np.asarray(forward(model, jnp.asarray([seq])))[0, -1]
+    np.testing.assert_allclose(
+      np.asarray(logits[b]), full, atol=2e-4, rtol=1e-4, err_msg=f"row {b}"
+    )
 
 
 # --- the environment step, with a scripted policy ---------------------------------------------
