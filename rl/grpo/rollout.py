@@ -290,7 +290,7 @@ class RolloutEngine:
     live = [r for r in slots if r is not None]
     if any(r.pending for r in live):
       cache = self._with_room(cache, max(r.fed + len(r.pending) + c for r in live))
-    longest = max((len(r.pending) for r in slots if r is not None), default=0)
+    longest = max((len(r.pending) for r in live), default=0)
     for start in range(0, longest, c):
       need = [s for s, r in enumerate(slots) if r is not None and len(r.pending) > start]
       size = _bucket(len(need), self.min_batch)

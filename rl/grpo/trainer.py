@@ -355,26 +355,18 @@ def train(
     model_config = model.config
     graphdef, state = init_state(model, tx, mesh, keep_reference=loss_config.kl_coef > 0)
     state_shardings = jax.tree.map(lambda x: x.sharding, state)
-    step_fn = make_grpo_step(
-      graphdef,
-      tx,
-      loss_config,
-      temperature=config.rollout.temperature,
-      num_minibatches=mb,
-      aux_loss_coef=model_config.router_aux_loss_coef if config.optim.aux_loss else 0.0,
-      head_chunk=config.optim.head_chunk,
-    )
-    fused = jax.jit(step_fn, out_shardings=(state_shardings, None), donate_argnums=0)
-    micro = None
+    step_kw = {
+      "temperature": config.rollout.temperature,
+      "num_minibatches": mb,
+      "aux_loss_coef": model_config.router_aux_loss_coef if config.optim.aux_loss else 0.0,
+      "head_chunk": config.optim.head_chunk,
+    }
+    micro = fused = None
     if micro_rows:
-      micro = MicroStep(
-        graphdef, tx, loss_config, mesh,
-        rows=micro_rows,
-        temperature=config.rollout.temperature,
-        num_minibatches=mb,
-        aux_loss_coef=model_config.router_aux_loss_coef if config.optim.aux_loss else 0.0,
-        head_chunk=config.optim.head_chunk,
-      )  # fmt: skip
+      micro = MicroStep(graphdef, tx, loss_config, mesh, rows=micro_rows, **step_kw)
+    else:
+      step_fn = make_grpo_step(graphdef, tx, loss_config, **step_kw)
+      fused = jax.jit(step_fn, out_shardings=(state_shardings, None), donate_argnums=0)
 
     def grpo_step(state, inputs, row_advantages):
       if micro is not None:

@@ -193,10 +193,19 @@ def loss_weights(loss_mask_b: np.ndarray, chunks: int, aggregation: str) -> np.n
   tokens (``token-mean``) or its rows with loss tokens (the ``seq-mean-*`` aggregations).
   ``loss_mask_b`` is [B, L] (rows cut into `chunks` consecutive equal parts). Without any loss
   token every loss is 0; the weights are then equal."""
-  tokens_cb = np.asarray(loss_mask_b, bool).sum(-1).reshape(chunks, -1)
+  tokens_cb = _tokens_per_row(loss_mask_b).reshape(chunks, -1)
   per_chunk = tokens_cb.sum(-1) if aggregation == "token-mean" else (tokens_cb > 0).sum(-1)
-  total = per_chunk.sum()
-  return per_chunk / total if total else np.full(chunks, 1.0 / chunks)
+  return _shares(per_chunk)
+
+
+def _tokens_per_row(loss_mask_b: np.ndarray) -> np.ndarray:
+  return np.asarray(loss_mask_b, bool).sum(-1)
+
+
+def _shares(counts: np.ndarray) -> np.ndarray:
+  """counts / their sum; equal shares when every count is 0."""
+  total = counts.sum()
+  return counts / total if total else np.full(len(counts), 1.0 / len(counts))
 
 
 class MicroStep:
@@ -236,8 +245,7 @@ class MicroStep:
 
     def loss_fn(params, rest, mb, ref_logp_bk, weight, aux_weight):
       loss, aux, metrics = policy_loss(params, rest, mb, ref_logp_bk)
-      tokens = jnp.sum(gather_loss_tokens(mb)["loss_mask"])
-      return weight * loss + aux_weight * aux_loss_coef * aux, {**metrics, "tokens": tokens}
+      return weight * loss + aux_weight * aux_loss_coef * aux, metrics
 
     def add_chunk(params, rest, ref_params, acc, mb, weight, aux_weight):
       ref_logp_bk = None
@@ -270,6 +278,8 @@ class MicroStep:
       mb = {k: np.asarray(batch[k])[m::n] for k in ROW_KEYS}
       adv = np.asarray(advantages_b, np.float32)[m::n]
       weights = loss_weights(mb["loss_mask"], chunks, self.aggregation)
+      # each chunk's share of the minibatch's loss tokens: the weight of its token means
+      token_shares = _shares(_tokens_per_row(mb["loss_mask"]).reshape(chunks, -1).sum(-1))
       acc = jax.tree.map(jnp.zeros_like, params)
       parts = []
       for c in range(chunks):
@@ -281,7 +291,7 @@ class MicroStep:
         )  # fmt: skip
         parts.append(metrics)  # fetched once the chunks are queued
       params, opt_state, grad_norm = self._apply(params, opt_state, acc)
-      per_mb.append(self._combine(jax.device_get(parts), weights, float(grad_norm)))
+      per_mb.append(self._combine(jax.device_get(parts), weights, token_shares, float(grad_norm)))
     state = {**state, "step": state["step"] + 1, "params": params, "opt_state": opt_state}
     metrics = {k: float(np.mean([m[k] for m in per_mb])) for k in per_mb[0]}
     metrics["ratio_min"] = min(m["ratio_min"] for m in per_mb)
@@ -290,10 +300,10 @@ class MicroStep:
     return state, metrics
 
   @staticmethod
-  def _combine(parts: list[dict], weights: np.ndarray, grad_norm: float) -> dict[str, float]:
+  def _combine(
+    parts: list[dict], weights: np.ndarray, by_tokens: np.ndarray, grad_norm: float
+  ) -> dict[str, float]:
     """One minibatch's metrics from its chunks' (see the class docstring)."""
-    tokens = np.asarray([float(p["tokens"]) for p in parts])
-    by_tokens = tokens / tokens.sum() if tokens.sum() else np.full(len(parts), 1 / len(parts))
     out = {"grad_norm": grad_norm}
     for key in parts[0]:
       values = np.asarray([float(p[key]) for p in parts])
@@ -305,7 +315,7 @@ class MicroStep:
         out[key] = float(values.max())
       elif key == "aux_loss":
         out[key] = float(values.mean())
-      elif key != "tokens":
+      else:
         out[key] = float(values @ by_tokens)
     return out
 
