@@ -1,7 +1,10 @@
 """Train/evaluation splits that test composition (paper, section 5.3).
 
 * ``composition``: held-out service *sets*. Every evaluation task's set of services never
-  occurs in training, while every service it uses does.
+  occurs in training, while every service it uses does, and so does every step it is built of
+  (its facets and the oracle's tools; ``known_parts``): the combination is new, its parts are
+  not. Without that check one pair whose service has a facet found with no other partner (geo +
+  maps: maps' stop-list facets) can fill the held-out set with tasks no training task teaches.
 * ``instances``: held-out *task instances*, for single-service (K = 1) tasks, whose service set
   cannot be held out without hiding the service: a random share of the tasks, none of whose
   instructions any training task has.
@@ -22,27 +25,45 @@ def _key(task: Task) -> tuple[str, ...]:
   return tuple(sorted(task.services))
 
 
+def task_parts(task: Task) -> set[str]:
+  """What a task is built of: its services, its walk's facets (``meta["facets"]``, where the
+  author recorded them) and the tools of its reference solution, as ``service.tool``."""
+  facets = task.meta.get("facets") or []
+  tools = {f"{call.service}.{call.tool}" for call in task.reference_solution}
+  return set(task.services) | {f"facet:{f}" for f in facets} | tools
+
+
 def split_by_composition(
-  tasks: list[Task], eval_fraction: float = 0.1, seed: int = 0
+  tasks: list[Task], eval_fraction: float = 0.1, seed: int = 0, known_parts: bool = True
 ) -> tuple[list[Task], list[Task], dict[str, Any]]:
+  """Holds out whole service sets, in a seeded order, until ``eval_fraction`` of the tasks are
+  held out. A set is held out only if every part of its tasks (``task_parts``; its services
+  alone when ``known_parts`` is False) still occurs in some training task."""
   groups: dict[tuple[str, ...], list[Task]] = collections.defaultdict(list)
   for task in tasks:
     groups[_key(task)].append(task)
   keys = sorted(groups)
   random.Random(seed).shuffle(keys)
   target = round(eval_fraction * len(tasks))
-  train_use = collections.Counter(s for k in keys for s in k for _ in groups[k])
+
+  def parts(task: Task) -> set[str]:
+    return task_parts(task) if known_parts else set(task.services)
+
+  group_use = {k: collections.Counter(p for t in groups[k] for p in parts(t)) for k in keys}
+  train_use = sum(group_use.values(), collections.Counter())
   held: list[tuple[str, ...]] = []
   n_eval = 0
+  skipped = 0
   for key in keys:
     if n_eval >= target:
       break
-    # keep the set only if each of its services still appears in some training task
-    if all(train_use[s] > len(groups[key]) for s in key):
+    # keep the set only if each of its parts still appears in some training task
+    if all(train_use[p] > n for p, n in group_use[key].items()):
       held.append(key)
       n_eval += len(groups[key])
-      for s in key:
-        train_use[s] -= len(groups[key])
+      train_use -= group_use[key]
+    else:
+      skipped += 1
   held_set = set(held)
   train = [t for t in tasks if _key(t) not in held_set]
   evaluation = [t for t in tasks if _key(t) in held_set]
@@ -50,10 +71,12 @@ def split_by_composition(
     "mode": "composition",
     "seed": seed,
     "eval_fraction": eval_fraction,
+    "known_parts": known_parts,
     "train_tasks": len(train),
     "eval_tasks": len(evaluation),
     "eval_service_sets": len(held_set),
     "train_service_sets": len({_key(t) for t in train}),
+    "sets_kept_in_training": skipped,  # passed over: a part found in no other set
   }
   return train, evaluation, info
 

@@ -5,7 +5,12 @@ import sys
 import pytest
 
 from compoworld.tasks.generate import generate_tasks
-from compoworld.tasks.splits import split_by_composition, split_by_instances, split_by_services
+from compoworld.tasks.splits import (
+  split_by_composition,
+  split_by_instances,
+  split_by_services,
+  task_parts,
+)
 from compoworld.tasks.task import save_tasks
 
 
@@ -23,6 +28,20 @@ def test_composition_split_holds_out_sets_but_not_services(tasks):
     assert tuple(sorted(task.services)) not in train_sets
     assert set(task.services) <= train_services
   assert info["eval_tasks"] == len(evaluation) and info["mode"] == "composition"
+
+
+def test_composition_split_holds_out_only_sets_whose_parts_training_shows(tasks):
+  def unknown_parts(train, evaluation):
+    known = set().union(*(task_parts(t) for t in train))
+    return [sorted(task_parts(t) - known) for t in evaluation if not task_parts(t) <= known]
+
+  train, evaluation, info = split_by_composition(tasks, eval_fraction=0.25, seed=1)
+  assert evaluation and info["known_parts"] and info["sets_kept_in_training"] > 0
+  assert unknown_parts(train, evaluation) == []
+  # Checking services alone holds out sets whose facets and tools no training task has.
+  train, evaluation, info = split_by_composition(tasks, 0.25, seed=1, known_parts=False)
+  assert len(unknown_parts(train, evaluation)) >= len(evaluation) // 2 > 0
+  assert any(p.startswith("facet:") for parts in unknown_parts(train, evaluation) for p in parts)
 
 
 def test_service_split_hides_services_even_as_distractors(tasks):

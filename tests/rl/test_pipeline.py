@@ -127,6 +127,7 @@ from rl.pipeline.run import run
 config = get_config("test")
 config.library.compose = True
 config.tasks.num_tasks = 12
+config.split.mode = "instances"  # 12 long walks: no service set whose parts others also show
 try:
   run(config, sys.argv[1], ["library", "tasks", "split", "trajectories"])
 except FileNotFoundError as err:  # the SFT stage was left out, and nothing before it failed
