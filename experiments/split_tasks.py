@@ -8,7 +8,7 @@ import os
 
 from absl import flags
 
-from compoworld.tasks.splits import SPLITS, split_by_services
+from compoworld.tasks.splits import SPLITS, split_by_composition, split_by_services
 from compoworld.tasks.task import load_tasks, save_tasks
 from experiments.common import run_main, write_summary
 
@@ -19,6 +19,12 @@ _MODE = flags.DEFINE_enum(
 _EVAL_FRACTION = flags.DEFINE_float(
   "eval_fraction", 0.1, "composition, instances: share of tasks held out."
 )
+_KNOWN_PARTS = flags.DEFINE_bool(
+  "known_parts",
+  True,
+  "composition: hold out a service set only if every facet and tool of its tasks also occurs "
+  "in training (off: its services alone).",
+)
 _HELD_OUT = flags.DEFINE_list("held_out", None, "services: the services to hold out.")
 _NUM_HELD_OUT = flags.DEFINE_integer("num_held_out", 3, "services: how many, if not named.")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of the split.")
@@ -28,7 +34,11 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/split", "Where the split files g
 def main(argv):
   del argv
   tasks = load_tasks(_TASKS.value)
-  if _MODE.value in SPLITS:
+  if _MODE.value == "composition":
+    train, evaluation, info = split_by_composition(
+      tasks, _EVAL_FRACTION.value, _SEED.value, known_parts=_KNOWN_PARTS.value
+    )
+  elif _MODE.value in SPLITS:
     train, evaluation, info = SPLITS[_MODE.value](tasks, _EVAL_FRACTION.value, _SEED.value)
   else:
     train, evaluation, info = split_by_services(

@@ -128,6 +128,12 @@ def save_split(
     raise ValueError(
       f"the split of {len(tasks)} tasks at eval_fraction={eval_fraction} left "
       f"{len(train)} train and {len(held)} held-out tasks; generate more tasks"
+      + (
+        f" ({info['sets_kept_in_training']} service sets kept in training: a facet or tool"
+        " of theirs occurs in no other set)"
+        if info.get("sets_kept_in_training")
+        else ""
+      )
     )
   save_tasks(train, workdir / "train.jsonl")
   save_tasks(held, workdir / "eval.jsonl")

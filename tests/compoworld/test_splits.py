@@ -63,6 +63,15 @@ def test_split_script_records_the_split(tmp_path, tasks):
   assert len(summary["held_out_services"]) == 2
   n_eval = len((tmp_path / "eval.jsonl").read_text().splitlines())
   assert n_eval == summary["eval_tasks"] > 0
+  out = subprocess.run(
+    [sys.executable, "-m", "experiments.split_tasks", f"--tasks={tmp_path / 'tasks.jsonl'}",
+     "--mode=composition", "--noknown_parts", "--eval_fraction=0.25", "--seed=1",
+     f"--workdir={tmp_path}"],
+    capture_output=True, text=True, check=True,
+  )  # fmt: skip
+  summary = json.loads(out.stdout.strip().splitlines()[-1])
+  assert summary["known_parts"] is False
+  assert summary["eval_tasks"] == len(split_by_composition(tasks, 0.25, 1, False)[1])
 
 
 def test_instance_split_holds_out_unseen_single_service_tasks():
