@@ -22,7 +22,8 @@ EXPERIMENTS = ("env_scaling", "single_vs_composed", "reweighting")
 
 def _composed_regime(c: ml_collections.ConfigDict) -> None:
   """The CPU regime's recipe (configs/sft.py:cpu) on composed tasks: K = 2 tasks (walks of 3
-  calls over ~80 service pairs) held out by pair, every training task spread round-robin over
+  calls over ~80 service pairs) held out by pair (pairs whose facets and tools other pairs
+  show: compoworld.tasks.splits), every training task spread round-robin over
   the pairs, 4K-token rows (the trajectories run to ~2.3K tokens, twice the K = 1 ones) and one
   tokenizer per seed; held-out tasks decoded under the typed grammar with grounded strings.
   ``c`` holds configs/demo.py:tiny's trajectories and SFT recipe."""
