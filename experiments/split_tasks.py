@@ -8,7 +8,7 @@ import os
 
 from absl import flags
 
-from compoworld.tasks.splits import SPLITS, split_by_composition, split_by_services
+from compoworld.tasks.splits import SPLITS, split_by_services
 from compoworld.tasks.task import load_tasks, save_tasks
 from experiments.common import run_main, write_summary
 
@@ -34,12 +34,9 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/split", "Where the split files g
 def main(argv):
   del argv
   tasks = load_tasks(_TASKS.value)
-  if _MODE.value == "composition":
-    train, evaluation, info = split_by_composition(
-      tasks, _EVAL_FRACTION.value, _SEED.value, known_parts=_KNOWN_PARTS.value
-    )
-  elif _MODE.value in SPLITS:
-    train, evaluation, info = SPLITS[_MODE.value](tasks, _EVAL_FRACTION.value, _SEED.value)
+  if _MODE.value in SPLITS:
+    kw = {"known_parts": _KNOWN_PARTS.value} if _MODE.value == "composition" else {}
+    train, evaluation, info = SPLITS[_MODE.value](tasks, _EVAL_FRACTION.value, _SEED.value, **kw)
   else:
     train, evaluation, info = split_by_services(
       tasks, _HELD_OUT.value, _NUM_HELD_OUT.value, _SEED.value
