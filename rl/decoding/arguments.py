@@ -10,7 +10,9 @@ that grammar (or none) with the same ``allowed``/``advance`` interface as
 on,
 ``{"name": "call_tool", "arguments": {"service": S, "tool": T, "arguments": {HERE}}}``:
 
-- **typed** (``schemas``: ``(service, tool)`` → the tool's input JSON Schema): its keys are the
+- **typed** (``schemas``: ``(service, tool)`` → the tool's input JSON Schema): the ``tool`` a
+  call names is one of the named service's (the meta-tools' grammar alone takes any tool of the
+  episode's services there: `ledger.add_signer`); the passed-on object's keys are the
   tool's parameters, each at most once; it closes only once every required one is there; a
   parameter with a string ``enum`` takes one of its values, and a value starts as its
   parameter's ``type`` says (a string, a number, a boolean...); an integer is written as digits
@@ -190,13 +192,11 @@ class ArgumentConstraint:
     written in its ISO 8601 shape), ``("copy", None)``, or None (anything)."""
     if not (s.in_call and s.in_string):
       return None
-    if (
-      self.schemas
-      and not s.is_value
-      and s.in_call_arguments
-      and not {"service", "tool"} <= s.fields.keys()
-    ):
-      return "avoid", ["arguments"]  # what is passed on comes after the tool it is typed by
+    if self.schemas and s.in_call_arguments:
+      if s.is_value and s.keys[-1] == "tool" and (tools := self._tools_of(s.fields)):
+        return "enum", tools  # a tool of the service the call names, not of another one
+      if not s.is_value and not {"service", "tool"} <= s.fields.keys():
+        return "avoid", ["arguments"]  # what is passed on comes after the tool it is typed by
     if s.passed_on and (schema := self._schema(s)) is not None:
       props = schema.get("properties") or {}
       if not s.is_value:
@@ -209,6 +209,11 @@ class ArgumentConstraint:
       written = self.shaped(fmt) if grounded else ()
       return ("enum", list(written)) if written else ("shape", fmt)
     return ("copy", None) if grounded else None
+
+  def _tools_of(self, fields: Mapping[str, str]) -> list[str]:
+    """The tools ``schemas`` knows of the service the call has named (none before it names
+    one, or for a service they do not know): the only names its ``tool`` may take."""
+    return _tools_by_service(self.schemas).get(fields.get("service"), [])
 
   def shaped(self, fmt: str) -> tuple[str, ...]:
     """The values of string format ``fmt`` the conversation writes whole (a date-time also
@@ -544,6 +549,23 @@ class ArgumentConstraint:
   @property
   def finished(self) -> bool:
     return self.inner.finished if self.inner is not None else False
+
+
+_TOOLS_BY_SERVICE: dict[int, tuple[Mapping, dict[str, list[str]]]] = {}
+
+
+def _tools_by_service(schemas: Mapping[tuple[str, str], Any]) -> dict[str, list[str]]:
+  """service -> its tools' names, of a ``(service, tool)`` schema map (kept for the maps in use:
+  every turn's constraint shares the library's)."""
+  held = _TOOLS_BY_SERVICE.get(id(schemas))
+  if held is None or held[0] is not schemas:
+    by_service: dict[str, list[str]] = {}
+    for service, tool in schemas:
+      by_service.setdefault(service, []).append(tool)
+    held = _TOOLS_BY_SERVICE[id(schemas)] = (schemas, by_service)
+    while len(_TOOLS_BY_SERVICE) > 8:
+      del _TOOLS_BY_SERVICE[next(iter(_TOOLS_BY_SERVICE))]
+  return held[1]
 
 
 def value_tokens(ids: Sequence[int], loss_mask: Sequence[int], vocab: Vocabulary) -> np.ndarray:

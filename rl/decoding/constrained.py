@@ -185,7 +185,8 @@ def tools_with_enums(
   """Copies of ``tools`` (the meta-tools) whose ``service`` and ``tool`` arguments are limited to
   ``services`` and ``tool_names`` by an ``enum``, for a caller that knows them (from an episode's
   environment): constrained decoding then names only those. ``tool`` gets one enum over all the
-  services' tools (the schema cannot make it depend on ``service``)."""
+  services' tools (the schema cannot make it depend on ``service``; typed decoding,
+  `rl.decoding.arguments.ArgumentConstraint`, narrows it to the named service's)."""
   enums = {"service": services, "tool": tool_names}
   out = []
   for tool in tools:

@@ -198,6 +198,34 @@ def test_keys_are_the_called_tools_parameters_each_once():
   assert mask[ord("x")]
 
 
+def test_the_tool_is_one_of_the_named_services_tools():
+  """The meta-tools' grammar gives ``tool`` one enum over every service's tools; once the call
+  names its service, the name is one of that service's (a policy wrote `ledger.add_signer`)."""
+  SCHEMAS[("esign", "add_signer")] = {"type": "object", "properties": {}}
+  try:
+    start = '{"name": "call_tool", "arguments": {"service": "invoicing", "tool": "'
+    mask, _ = _typed(start)
+    assert mask[ord("t")] and not mask[ord("a")] and not mask[ord('"')]
+    mask, _ = _typed(start + "t")
+    assert mask[ord('"')] and not mask[ord("t")]
+    mask, _ = _typed(start.replace("invoicing", "esign"))
+    assert mask[ord("a")] and not mask[ord("t")]
+    # describe_tool names them the same way; a service the schemas do not know leaves it free.
+    mask, _ = _typed(start.replace("call_tool", "describe_tool"))
+    assert mask[ord("t")] and not mask[ord("a")]
+    mask, _ = _typed(start.replace("invoicing", "crm"))
+    assert mask[ord("a")] and mask[ord("t")] and mask[ord("x")]
+    # Untyped decoding (grounded only) leaves the name to the grammar.
+    vocab, ids = toy_vocab()
+    g = ArgumentConstraint(vocab, CONTEXT, ground=True)
+    g.advance(ids["<tool_call>"])
+    for ch in start:
+      g.advance(ord(ch))
+    assert g.allowed()[ord("a")]
+  finally:
+    del SCHEMAS[("esign", "add_signer")]
+
+
 def test_a_tool_of_no_parameters_takes_the_empty_object_only():
   """A closed schema without properties (a tool that takes no arguments): no key may even be
   opened, so the passed-on object is `{}` (a key opened here once let the model write anything)."""
