@@ -6,7 +6,9 @@ results file named directly), compares each failed sample's tool calls with thos
 played as the SFT data played it (the CPU regime's: no discovery calls, only the reads a later
 call needs; ``--path=reference``: the task's whole reference solution), and prints a table of the
 first divergences by kind (a failed copy, a skipped step, an early final answer, ...), with
-examples, and writes it to ``DIR/breakdown.md``, the numbers to ``DIR/summary.json``.
+examples, and by where they fall on the path (its first call, the first call into a service it
+has not used yet: a composed task's change of service, or later), with the mean share of the
+path followed, and writes it to ``DIR/breakdown.md``, the numbers to ``DIR/summary.json``.
 """
 
 from pathlib import Path

@@ -181,10 +181,15 @@ def breakdown(
   """Every sample of ``results`` (an evaluation's ``results.jsonl`` rows) against its task's
   reference calls (``references``: task id → calls, e.g. ``oracle_calls``): how many passed, and
   the failed ones by the kind of their first divergence, each with its share of the failures
-  and a few examples."""
+  and a few examples. Also where the failures part from the path: ``path_followed``, the mean
+  share of the reference's calls made before the first divergence (a pass: 1), and ``at``, the
+  failures whose divergence is at the first call, at the first call into a service the path
+  has not used yet (where a composed task changes service), or later."""
   counts: Counter[str] = Counter()
+  at: Counter[str] = Counter({where: 0 for where in DIVERGENCE_AT})
   shown: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
   samples = passed = 0
+  followed = 0.0
   for row in results:
     reference = references.get(row["task_id"])
     if reference is None:
@@ -193,9 +198,12 @@ def breakdown(
       samples += 1
       if sample.get("success"):
         passed += 1
+        followed += 1.0
         continue
       where = first_divergence(reference, sample.get("messages") or [])
       counts[where["kind"]] += 1
+      at[divergence_at(reference, where["step"])] += 1
+      followed += where["step"] / len(reference) if reference else 1.0
       if len(shown[where["kind"]]) < examples:
         shown[where["kind"]].append({"task_id": row["task_id"], **where})
   failed = samples - passed
@@ -203,12 +211,33 @@ def breakdown(
     "samples": samples,
     "passed": passed,
     "failed": failed,
+    "path_followed": round(followed / samples, 4) if samples else 0.0,
     "kinds": {
       kind: {"count": counts[kind], "share": round(counts[kind] / failed, 4) if failed else 0.0}
       for kind in KINDS
     },
+    "at": {
+      where: {"count": n, "share": round(n / failed, 4) if failed else 0.0}
+      for where, n in at.items()
+    },
     "examples": {kind: rows for kind, rows in shown.items() if rows},
   }
+
+
+#: Where on the reference path a failure first leaves it (`divergence_at`).
+DIVERGENCE_AT = ("first_call", "new_service", "later", "after_reference")
+
+
+def divergence_at(reference: Sequence[Mapping[str, Any]], step: int) -> str:
+  """Where the divergence at ``step`` (reference calls matched before it) is on ``reference``:
+  its first call, the first call into a service none of the calls before it used, a later call,
+  or past its end."""
+  if step >= len(reference):
+    return "after_reference"
+  if step == 0:
+    return "first_call"
+  used = {call["service"] for call in reference[:step]}
+  return "new_service" if reference[step]["service"] not in used else "later"
 
 
 def markdown(
@@ -226,6 +255,18 @@ def markdown(
   for kind, row in summary["kinds"].items():
     if row["count"]:
       lines.append(f"| {kind} | {row['count']} | {row['share']:.2f} |")
+  if "at" in summary:
+    lines += [
+      "",
+      f"Share of the path's calls made before leaving it (a pass: all): "
+      f"{summary['path_followed']:.3f}.",
+      "",
+      "| first divergence at | failures | share |",
+      "| --- | ---: | ---: |",
+    ]
+    lines += [
+      f"| {where} | {row['count']} | {row['share']:.2f} |" for where, row in summary["at"].items()
+    ]
   for kind, rows in summary["examples"].items():
     lines += ["", f"## {kind}", ""]
     for r in rows:

@@ -29,6 +29,7 @@ from typing import Any
 
 import ml_collections
 
+from compoworld.agents.divergence import breakdown, read_results, reference_calls
 from compoworld.agents.trajectories import SFT_FILE, TRAJECTORIES_FILE, collect_trajectories
 from compoworld.tasks.task import Task, load_tasks, save_tasks
 from rl.pipeline.experiments import band_note, curve, describe, over_seeds, run_seeds
@@ -294,11 +295,16 @@ def train_and_evaluate(
     e = evaluate_policy(
       policy, tasks_file, workdir / f"eval_{name}", config.eval, decoding=decoding
     )
-    more |= {f"{name}_pass_rate": e["pass_rate"], f"{name}_rubric_score": e["rubric_score"]}
+    more |= {
+      f"{name}_pass_rate": e["pass_rate"],
+      f"{name}_rubric_score": e["rubric_score"],
+      f"{name}_path_followed": path_followed(workdir / f"eval_{name}", tasks_file, config),
+    }
   return {
     **more,
     "pass_rate": ev["pass_rate"],
     "rubric_score": ev["rubric_score"],
+    "path_followed": path_followed(workdir / "eval", eval_tasks_file, config),
     "eval_loss": sft["eval_loss"],
     "eval_turn_match": sft["eval_turn_match"],
     "sft_steps": sft["steps"],
@@ -306,6 +312,18 @@ def train_and_evaluate(
     "final_train_loss": sft["final_loss"],
     "seconds": round(time.perf_counter() - t0, 1),
   }
+
+
+def path_followed(
+  eval_dir: str | Path, tasks_file: str | Path, config: ml_collections.ConfigDict
+) -> float:
+  """The mean share of the oracle's calls (played as ``config.trajectories`` plays it, without
+  detours) that the episodes in ``eval_dir/results.jsonl`` make before first leaving its path
+  (a pass: all): how far into held-out tasks a policy's own episodes get where the pass rate is
+  still 0 (`compoworld.agents.divergence.breakdown`)."""
+  rows = read_results(Path(eval_dir) / "results.jsonl")
+  references = reference_calls(tasks_file, rows, oracle_kwargs(config, held_out=True))
+  return breakdown(references, rows)["path_followed"]
 
 
 def first_trajectories(train_file: str | Path, n: int, out: Path) -> Path:
@@ -448,9 +466,11 @@ def single_vs_composed(
   if held_out_single and arms["single"] != 1:
     raise ValueError(f"held_out_single needs single_k = 1, got {arms['single']}")
   metrics = dict(METRICS)
+  metrics["path_followed"] = "held-out share of the oracle's path followed"
   if held_out_single:
     metrics["single_tasks_pass_rate"] = "held-out single-service pass rate"
     metrics["single_tasks_rubric_score"] = "held-out single-service rubric score"
+    metrics["single_tasks_path_followed"] = "held-out single-service path followed"
 
   def single_data(seed: int, wd: Path, services: Sequence[str]) -> dict[str, Any]:
     single_config = ml_collections.ConfigDict(config.to_dict())
@@ -497,6 +517,18 @@ def single_vs_composed(
     return out
 
   results = run_seeds(one_seed, seeds, workdir, config)
+  for r in results:  # a seed run before the path was measured: from its saved episodes
+    evals = [("path_followed", "eval", r["data_composed"]["eval_tasks_file"])]
+    if held_out_single:
+      evals.append(
+        ("single_tasks_path_followed", "eval_single_tasks", r["data_single"]["eval_tasks_file"])
+      )
+    for arm in arms:
+      for key, eval_dir, tasks_file in evals:
+        if f"{arm}_{key}" not in r:
+          seed_dir = workdir / f"seed_{r['seed']}"
+          r[arm][key] = path_followed(seed_dir / arm / eval_dir, tasks_file, config)
+          r[f"{arm}_{key}"] = [r[arm][key]]
   summary = _finish(
     "single vs composed", results, "budget", {arm: [budget] for arm in arms}, workdir, metrics
   )

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from compoworld.agents.agent import OracleAgent
-from compoworld.agents.divergence import KINDS, breakdown, first_divergence, oracle_calls, visible
+from compoworld.agents.divergence import (
+  KINDS,
+  breakdown,
+  divergence_at,
+  first_divergence,
+  oracle_calls,
+  visible,
+)
 from compoworld.agents.episode import run_episode
 from compoworld.tasks.generate import generate_tasks
 from compoworld.tasks.task import save_tasks
@@ -136,8 +143,31 @@ def test_breakdown_counts_failures_by_kind_with_examples():
   assert summary["kinds"]["ended_early"] == {"count": 1, "share": 0.3333}
   assert sum(k["count"] for k in summary["kinds"].values()) == 3
   assert [e["got"] for e in summary["examples"]["value_visible"]] == ["Atlas"]
+  # Where: two fail at the first call, one after a call (the same service); the pass follows all.
+  assert summary["path_followed"] == pytest.approx((1 + 0 + 1 / 3 + 0) / 4, abs=1e-4)
+  assert summary["at"]["first_call"] == {"count": 2, "share": 0.6667}
+  assert summary["at"]["later"]["count"] == 1 and summary["at"]["new_service"]["count"] == 0
   with pytest.raises(KeyError, match="'b' of the results is not in the tasks file"):
     breakdown({"a": REFERENCE}, [{"task_id": "b", "samples": []}])
+
+
+def test_a_divergence_is_placed_on_the_path():
+  """At the first call, at the first call into a service the path has not used (a composed
+  task's change of service), later, or past the end."""
+  path = [
+    {"service": "ledger", "tool": "get", "arguments": {}},
+    {"service": "esign", "tool": "send", "arguments": {}},
+    {"service": "ledger", "tool": "post", "arguments": {}},
+    {"service": "esign", "tool": "get", "arguments": {}},
+  ]
+  got = [divergence_at(path, step) for step in range(5)]
+  assert got == ["first_call", "new_service", "later", "later", "after_reference"]
+  results = [
+    {"task_id": "t", "samples": [{"success": False, "messages": episode([path[0]], "Done.")}]}
+  ]
+  summary = breakdown({"t": path}, results)
+  assert summary["at"]["new_service"] == {"count": 1, "share": 1.0}
+  assert summary["path_followed"] == 0.25
 
 
 @pytest.fixture(scope="module")

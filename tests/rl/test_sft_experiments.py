@@ -104,6 +104,17 @@ def test_budgets_hold_steps_or_epochs_equal():
     budget_overrides(config, 100, "TOK")
 
 
+def fake_episodes(tasks, workdir) -> int:
+  """An evaluation's ``results.jsonl`` in ``workdir``: the first task passed, the others left
+  at the first call (no messages); returns how many tasks."""
+  Path(workdir).mkdir(parents=True, exist_ok=True)
+  rows = [
+    {"task_id": t.id, "samples": [{"success": i == 0, "messages": []}]} for i, t in enumerate(tasks)
+  ]
+  (Path(workdir) / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+  return len(tasks)
+
+
 def test_service_scaling_trains_each_arm_with_its_budget(tmp_path, monkeypatch):
   import rl.pipeline.sft_experiments as sx
 
@@ -117,6 +128,7 @@ def test_service_scaling_trains_each_arm_with_its_budget(tmp_path, monkeypatch):
 
   def fake_eval(policy_dir, tasks_file, workdir, cfg, decoding="free"):
     assert decoding == "constrained+grounded"
+    fake_episodes(load_tasks(tasks_file), workdir)
     return {"pass_rate": 0.0, "rubric_score": 0.0}
 
   monkeypatch.setattr(sx, "run_sft", fake_sft)
@@ -144,7 +156,7 @@ def test_single_vs_composed_scores_both_arms_on_both_held_out_sets(tmp_path, mon
   config.eval.max_tasks = 3
   config.sft.tokenizer.vocab_size = 1024
   config.budget = 6
-  trained, scored = [], []
+  trained, scored, evaluated = [], [], {}
 
   def fake_sft(sft_config, train_file, workdir, eval_file):
     rows = [json.loads(line) for line in Path(train_file).read_text().splitlines()]
@@ -154,6 +166,7 @@ def test_single_vs_composed_scores_both_arms_on_both_held_out_sets(tmp_path, mon
   def fake_eval(policy_dir, tasks_file, workdir, cfg, decoding="free"):
     tasks = load_tasks(tasks_file)
     scored.append((Path(workdir).parent.name, Path(workdir).name, {len(t.services) for t in tasks}))
+    evaluated.setdefault(Path(workdir).name, fake_episodes(tasks, workdir))
     return {"pass_rate": 0.5 if Path(workdir).name == "eval" else 0.25, "rubric_score": 0.5}
 
   monkeypatch.setattr(sx, "run_sft", fake_sft)
@@ -180,3 +193,19 @@ def test_single_vs_composed_scores_both_arms_on_both_held_out_sets(tmp_path, mon
   assert all(set(single_tasks[r["task_id"]].services) <= composed_services for r in trained[0][2])
   assert summary["stats"]["composed_single_tasks_pass_rate"][0]["mean"] == 0.25
   assert summary["stats"]["composed_pass_rate"][0]["mean"] == 0.5
+  # How far the episodes follow the oracle's path: all of the passed task's, none of the rest.
+  path = {k: 1 / n for k, n in evaluated.items()}
+  stats = summary["stats"]
+  assert stats["composed_path_followed"][0]["mean"] == pytest.approx(path["eval"], abs=1e-4)
+  assert stats["single_single_tasks_path_followed"][0]["mean"] == pytest.approx(
+    path["eval_single_tasks"], abs=1e-4
+  )
+  # A seed saved before the path was measured gets it from its saved episodes when reused.
+  result_file = tmp_path / "run" / "seed_0" / "result.json"
+  old = {k: v for k, v in seed.items() if "path_followed" not in k}
+  for arm in ("single", "composed"):
+    old[arm] = {k: v for k, v in seed[arm].items() if "path_followed" not in k}
+  result_file.write_text(json.dumps(old))
+  again = sx.single_vs_composed(config, [0], tmp_path / "run")
+  assert len(trained) == 2  # reused, not trained again
+  assert again["stats"]["single_path_followed"] == stats["single_path_followed"]
