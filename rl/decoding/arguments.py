@@ -175,6 +175,7 @@ class ArgumentConstraint:
     self._context_ids: list[int] | None = None  # `_in_context`, found when first needed
     self._numbers: tuple[frozenset[bytes], frozenset[bytes]] | None = None  # (whole, prefixes)
     self._shaped: dict[str, tuple[str, ...]] = {}  # format -> the conversation's values of it
+    self._tools: dict[str, list[str]] | None = None  # service -> its tools, of ``schemas``
     for token in forced:  # the turn's forced start (the inner constraint has its own)
       for sym in vocab.symbols[int(token)]:
         self.scanner.feed(sym)
@@ -213,7 +214,11 @@ class ArgumentConstraint:
   def _tools_of(self, fields: Mapping[str, str]) -> list[str]:
     """The tools ``schemas`` knows of the service the call has named (none before it names
     one, or for a service they do not know): the only names its ``tool`` may take."""
-    return _tools_by_service(self.schemas).get(fields.get("service"), [])
+    if self._tools is None:
+      self._tools = {}
+      for service, tool in self.schemas:
+        self._tools.setdefault(service, []).append(tool)
+    return self._tools.get(fields.get("service"), [])
 
   def shaped(self, fmt: str) -> tuple[str, ...]:
     """The values of string format ``fmt`` the conversation writes whole (a date-time also
@@ -551,23 +556,6 @@ class ArgumentConstraint:
     return self.inner.finished if self.inner is not None else False
 
 
-_TOOLS_BY_SERVICE: dict[int, tuple[Mapping, dict[str, list[str]]]] = {}
-
-
-def _tools_by_service(schemas: Mapping[tuple[str, str], Any]) -> dict[str, list[str]]:
-  """service -> its tools' names, of a ``(service, tool)`` schema map (kept for the maps in use:
-  every turn's constraint shares the library's)."""
-  held = _TOOLS_BY_SERVICE.get(id(schemas))
-  if held is None or held[0] is not schemas:
-    by_service: dict[str, list[str]] = {}
-    for service, tool in schemas:
-      by_service.setdefault(service, []).append(tool)
-    held = _TOOLS_BY_SERVICE[id(schemas)] = (schemas, by_service)
-    while len(_TOOLS_BY_SERVICE) > 8:
-      del _TOOLS_BY_SERVICE[next(iter(_TOOLS_BY_SERVICE))]
-  return held[1]
-
-
 def value_tokens(ids: Sequence[int], loss_mask: Sequence[int], vocab: Vocabulary) -> np.ndarray:
   """bool [N]: the tokens of ``ids`` (a rendered conversation) that write an argument value
   ``call_tool`` passes on, in the assistant's turns (``loss_mask``): a string value's text and
@@ -583,16 +571,6 @@ def value_tokens(ids: Sequence[int], loss_mask: Sequence[int], vocab: Vocabulary
         )
       scanner.feed(sym)
   return out
-
-
-def tool_schemas(library) -> dict[tuple[str, str], dict[str, Any]]:
-  """``(service, tool)`` → input JSON Schema for every tool of a service library
-  (``compoworld.runtime.registry.registry`` or any object with ``names()`` and ``get(name)``)."""
-  return {
-    (name, tool): spec.input_schema
-    for name in library.names()
-    for tool, spec in library.get(name).tools.items()
-  }
 
 
 def composed_arguments(

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from rl.decoding.arguments import ArgumentConstraint, tool_schemas
+from rl.decoding.arguments import ArgumentConstraint
 from rl.decoding.constrained import TokenConstraint, ToolCallGrammar, Vocabulary, tools_with_enums
 
 #: The decodings an evaluation (``eval.decodings``) or a rollout can use, as flags.
@@ -53,6 +53,16 @@ def service_names(services: Sequence[str] | None = None) -> tuple[list[str], lis
 def episode_services(task: Any) -> list[str]:
   """The services an episode of ``task`` offers: its own and its distractors."""
   return sorted({*task.services, *task.distractors})
+
+
+def tool_schemas(library) -> dict[tuple[str, str], dict[str, Any]]:
+  """``(service, tool)`` → input JSON Schema for every tool of a service library
+  (``compoworld.runtime.registry.registry`` or any object with ``names()`` and ``get(name)``)."""
+  return {
+    (name, tool): spec.input_schema
+    for name in library.names()
+    for tool, spec in library.get(name).tools.items()
+  }
 
 
 _SCHEMAS: dict[tuple[str, ...], dict[tuple[str, str], dict[str, Any]]] = {}
