@@ -466,7 +466,7 @@ def single_vs_composed(
   if held_out_single and arms["single"] != 1:
     raise ValueError(f"held_out_single needs single_k = 1, got {arms['single']}")
   metrics = dict(METRICS)
-  metrics["path_followed"] = "held-out share of the oracle's path followed"
+  metrics["path_followed"] = "held-out path followed"
   if held_out_single:
     metrics["single_tasks_pass_rate"] = "held-out single-service pass rate"
     metrics["single_tasks_rubric_score"] = "held-out single-service rubric score"
