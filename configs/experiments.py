@@ -5,8 +5,8 @@ Defaults run the CPU learning regime's recipe (configs/sft.py:cpu) on the tasks 
 needs, sized for about an hour per seed on 2 CPU cores: ``env_scaling`` (K = 1, services as the
 compositions) took 27-34 min a seed on 2026-12-05 (``--config.budget=epochs``: 84 min for three
 seeds; 17-19 min a seed on 2026-12-06, with rows packed over 256 open ones),
-``single_vs_composed`` (K = 2 vs K = 1, 4K rows) 45 min for each of seeds 0 and 1, partly
-beside a test run; ``reweighting`` 11-13 min a seed from a given SFT policy (8-9 min with the
+``single_vs_composed`` (K = 2 vs K = 1, 4K rows) 41 min for seed 0 alone on 2026-12-07, 61
+and 72 min for seeds 1 and 2 beside other runs; ``reweighting`` 11-13 min a seed from a given SFT policy (8-9 min with the
 update in chunks of 8 rows, 2026-12-06; 6 GRPO steps of
 2 x 8 rollouts per reward, README). On an accelerator scale them up by flag, e.g.
 ``--config.sizes=100,500,1000,3000 --config.tasks.num_tasks=8000`` (the paper's sizes) with
