@@ -255,18 +255,17 @@ def markdown(
   for kind, row in summary["kinds"].items():
     if row["count"]:
       lines.append(f"| {kind} | {row['count']} | {row['share']:.2f} |")
-  if "at" in summary:
-    lines += [
-      "",
-      f"Share of the path's calls made before leaving it (a pass: all): "
-      f"{summary['path_followed']:.3f}.",
-      "",
-      "| first divergence at | failures | share |",
-      "| --- | ---: | ---: |",
-    ]
-    lines += [
-      f"| {where} | {row['count']} | {row['share']:.2f} |" for where, row in summary["at"].items()
-    ]
+  lines += [
+    "",
+    f"Share of the path's calls made before leaving it (a pass: all): "
+    f"{summary['path_followed']:.3f}.",
+    "",
+    "| first divergence at | failures | share |",
+    "| --- | ---: | ---: |",
+  ]
+  lines += [
+    f"| {where} | {row['count']} | {row['share']:.2f} |" for where, row in summary["at"].items()
+  ]
   for kind, rows in summary["examples"].items():
     lines += ["", f"## {kind}", ""]
     for r in rows:

@@ -20,6 +20,7 @@ tasks, so larger arms train longer, as the paper's).
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import math
 import time
@@ -289,22 +290,20 @@ def train_and_evaluate(
   sft = run_sft(sft_config, train_file, workdir / "sft", eval_trajectories_file)
   decoding = config.eval.get("decoding", "free")
   policy = workdir / "sft" / POLICY_DIR
-  ev = evaluate_policy(policy, eval_tasks_file, workdir / "eval", config.eval, decoding=decoding)
+  ev = evaluate_policy(policy, eval_tasks_file, eval_dir(workdir), config.eval, decoding=decoding)
   more: dict[str, Any] = {}
   for name, tasks_file in (more_evals or {}).items():
-    e = evaluate_policy(
-      policy, tasks_file, workdir / f"eval_{name}", config.eval, decoding=decoding
-    )
+    e = evaluate_policy(policy, tasks_file, eval_dir(workdir, name), config.eval, decoding=decoding)
     more |= {
       f"{name}_pass_rate": e["pass_rate"],
       f"{name}_rubric_score": e["rubric_score"],
-      f"{name}_path_followed": path_followed(workdir / f"eval_{name}", tasks_file, config),
+      f"{name}_path_followed": path_followed(eval_dir(workdir, name), tasks_file, config),
     }
   return {
     **more,
     "pass_rate": ev["pass_rate"],
     "rubric_score": ev["rubric_score"],
-    "path_followed": path_followed(workdir / "eval", eval_tasks_file, config),
+    "path_followed": path_followed(eval_dir(workdir), eval_tasks_file, config),
     "eval_loss": sft["eval_loss"],
     "eval_turn_match": sft["eval_turn_match"],
     "sft_steps": sft["steps"],
@@ -312,6 +311,12 @@ def train_and_evaluate(
     "final_train_loss": sft["final_loss"],
     "seconds": round(time.perf_counter() - t0, 1),
   }
+
+
+def eval_dir(arm_dir: Path, name: str | None = None) -> Path:
+  """Where `train_and_evaluate` writes an arm's evaluation: of the held-out tasks, or of the
+  extra task file ``name``."""
+  return arm_dir / ("eval" if name is None else f"eval_{name}")
 
 
 def path_followed(
@@ -518,17 +523,15 @@ def single_vs_composed(
 
   results = run_seeds(one_seed, seeds, workdir, config)
   for r in results:  # a seed run before the path was measured: from its saved episodes
-    evals = [("path_followed", "eval", r["data_composed"]["eval_tasks_file"])]
+    evals = {None: r["data_composed"]["eval_tasks_file"]}
     if held_out_single:
-      evals.append(
-        ("single_tasks_path_followed", "eval_single_tasks", r["data_single"]["eval_tasks_file"])
-      )
-    for arm in arms:
-      for key, eval_dir, tasks_file in evals:
-        if f"{arm}_{key}" not in r:
-          seed_dir = workdir / f"seed_{r['seed']}"
-          r[arm][key] = path_followed(seed_dir / arm / eval_dir, tasks_file, config)
-          r[f"{arm}_{key}"] = [r[arm][key]]
+      evals["single_tasks"] = r["data_single"]["eval_tasks_file"]
+    for arm, (name, tasks_file) in itertools.product(arms, evals.items()):
+      key = f"{name}_path_followed" if name else "path_followed"
+      if f"{arm}_{key}" not in r:
+        arm_dir = workdir / f"seed_{r['seed']}" / arm
+        r[arm][key] = path_followed(eval_dir(arm_dir, name), tasks_file, config)
+        r[f"{arm}_{key}"] = [r[arm][key]]
   summary = _finish(
     "single vs composed", results, "budget", {arm: [budget] for arm in arms}, workdir, metrics
   )
