@@ -23,10 +23,10 @@ from typing import Any
 import ml_collections
 
 from compoworld.jsonl import read_lines
+from rl.pipeline.arm_data import first_trajectories, prepare
 from rl.pipeline.experiments import band_note, curve, describe, over_seeds, run_seeds
 from rl.pipeline.plots import line_plot
 from rl.pipeline.run import run_grpo, run_sft
-from rl.pipeline.sft_experiments import first_trajectories, prepare
 from rl.serve.policy import POLICY_DIR
 
 #: Per-arm curves: GRPO summary key → (plot file, y label, x axis: "step" or "eval").

@@ -7,7 +7,8 @@ training task per distinct composition with the oracle, trains the configured SF
 first ``n`` verified trajectories, and evaluates the policy on the held-out tasks (pass rate,
 rubric score, and the held-out SFT loss on the oracle's held-out trajectories, which moves long
 before a tiny policy passes anything). The "single" arm of 5.3.2 is K = 1 by default: tasks in
-one service each (``compoworld.tasks.walks.sample_single_walk``), prepared by ``prepare_single``.
+one service each (``compoworld.tasks.walks.sample_single_walk``); each arm's data is prepared by
+``rl.pipeline.arm_data``.
 
 With K = 1 (``tasks.num_services = 1``, the CPU learning regime's tasks) environment scaling
 counts *services*: a size-n arm trains on the tasks of n services, and every arm is scored on the
@@ -19,7 +20,6 @@ tasks, so larger arms train longer, as the paper's).
 
 from __future__ import annotations
 
-import collections
 import itertools
 import json
 import math
@@ -31,20 +31,29 @@ from typing import Any
 import ml_collections
 
 from compoworld.agents.divergence import breakdown, read_results, reference_calls
-from compoworld.agents.trajectories import SFT_FILE, TRAJECTORIES_FILE, collect_trajectories
-from compoworld.tasks.task import Task, load_tasks, save_tasks
+from compoworld.agents.trajectories import SFT_FILE
+from compoworld.tasks.task import load_tasks
+from rl.pipeline.arm_data import (
+  first_trajectories,
+  in_services,
+  prepare,
+  prepare_instances,
+  prepare_seen,
+  prepare_single,
+  services_subset,
+  shared_tokenizer,
+)
 from rl.pipeline.experiments import band_note, curve, describe, over_seeds, run_seeds
 from rl.pipeline.plots import bar_plot, line_plot
 from rl.pipeline.run import (
-  composition,
   evaluate_policy,
-  make_tasks,
-  one_per_composition,
   oracle_kwargs,
   run_sft,
-  save_split,
 )
 from rl.serve.policy import POLICY_DIR
+
+#: An arm's scores on an extra task file (`score_on`).
+SCORES = ("pass_rate", "rubric_score", "path_followed")
 
 #: What a K = 1 environment-scaling arm holds equal to the others (``config.budget``).
 BUDGETS = ("steps", "epochs")
@@ -58,194 +67,6 @@ METRICS = {
   # history (rl.sft.trainer.turn_matches): moves before whole episodes pass.
   "eval_turn_match": "held-out turns reproduced",
 }
-
-
-def prepare(
-  config: ml_collections.ConfigDict, seed: int, k: int, workdir: Path, eval_k: int | None = None
-) -> dict[str, Any]:
-  """Tasks with K = ``k``, their held-out split and the oracle's verified trajectories, one per
-  distinct training composition (``workdir/train/sft.jsonl``, in task order), and its play of
-  the held-out tasks (``workdir/eval``). Reused when ``workdir/prepared.json`` exists.
-
-  K >= 2: the split holds out service sets whose services all stay in training, which no K = 1
-  task set has (``prepare_single`` is the single arm's)."""
-  if k < 2:
-    raise ValueError(f"held-out service sets need K >= 2, got K = {k}; see prepare_single")
-  done = workdir / "prepared.json"
-  if done.is_file():
-    return json.loads(done.read_text(encoding="utf-8"))
-  tasks, task_summary = make_tasks(config.tasks, seed, k=k)
-  info = save_split(tasks, config.split.eval_fraction, seed, workdir / "split")
-  held = _first_held_out(config, workdir / "split")
-  train = load_tasks(workdir / "split" / "train.jsonl")
-  # The paper's one trajectory per composition, or every training task spread round-robin
-  # over the compositions (a budget larger than the number of compositions).
-  spread = not config.get("one_per_composition", True)
-  train = spread_over_compositions(train) if spread else one_per_composition(train)
-  return _play(config, train, held, workdir, k=k, tasks=task_summary["tasks"], split=info)
-
-
-def _play(
-  config: ml_collections.ConfigDict,
-  train: Sequence[Task],
-  held: Sequence[Task],
-  workdir: Path,
-  **facts: Any,
-) -> dict[str, Any]:
-  """The oracle's verified trajectories of the training tasks (``workdir/train``) and its play
-  of the held-out ones (``workdir/eval``); what a prepared arm records, with ``facts``, in
-  ``workdir/prepared.json``."""
-  collected = collect_trajectories(train, workdir / "train", agent_kwargs=oracle_kwargs(config))
-  oracle = collect_trajectories(held, workdir / "eval", agent_kwargs=oracle_kwargs(config, True))
-  prepared = {
-    **facts,
-    "train_compositions": len({composition(t) for t in train}),
-    "train_services": sorted({s for t in train for s in t.services}),
-    "verified_trajectories": collected["kept"],
-    "eval_tasks": len(held),
-    "oracle_eval_pass_rate": oracle["success_rate"],
-    "train_file": str(workdir / "train" / SFT_FILE),
-    "train_tasks_file": str(workdir / "split" / "train.jsonl"),
-    "eval_tasks_file": str(workdir / "split" / "eval.jsonl"),
-    "eval_trajectories_file": str(workdir / "eval" / TRAJECTORIES_FILE),
-  }
-  (workdir / "prepared.json").write_text(
-    json.dumps(prepared, indent=2, sort_keys=True) + "\n", encoding="utf-8"
-  )
-  return prepared
-
-
-def spread_over_compositions(tasks: Sequence[Task]) -> list[Task]:
-  """``tasks`` round-robin over their service sets: the first task of each set in task order,
-  then the second of each, and so on, so that every prefix spreads as evenly as it can."""
-  rank: collections.Counter = collections.Counter()
-  keyed = []
-  for i, task in enumerate(tasks):
-    key = composition(task)
-    keyed.append((rank[key], i, task))
-    rank[key] += 1
-  return [task for _, _, task in sorted(keyed, key=lambda x: x[:2])]
-
-
-def _first_held_out(config: ml_collections.ConfigDict, split_dir: Path) -> list[Task]:
-  """The split's first ``eval.max_tasks`` held-out tasks, round-robin over their service sets
-  (in task order one set can fill them: 51 of 60 from one pair, 2026-12-06), written back as
-  its ``eval.jsonl`` (the split's summary.json stays beside it)."""
-  held = spread_over_compositions(load_tasks(split_dir / "eval.jsonl"))[: config.eval.max_tasks]
-  save_tasks(held, split_dir / "eval.jsonl")
-  return held
-
-
-def prepare_single(config: ml_collections.ConfigDict, seed: int, workdir: Path) -> dict[str, Any]:
-  """The single arm's data: K = 1 tasks (one service each, the config's walk lengths and
-  distractors) and the oracle's verified trajectories of all of them, spread round-robin over
-  the services (``workdir/train/sft.jsonl``), so the first ``n`` cover as many services as they
-  can. There are only as many K = 1 compositions as services, so services repeat (unlike
-  ``prepare``'s one task per composition); no split, the arm is scored on the composed arm's
-  held-out tasks. Reused when ``workdir/prepared.json`` exists for K = 1."""
-  done = workdir / "prepared.json"
-  if done.is_file():
-    prepared = json.loads(done.read_text(encoding="utf-8"))
-    if prepared.get("k") == 1:
-      return prepared
-  tasks, task_summary = make_tasks(config.tasks, seed, k=1)
-  if not tasks:
-    raise ValueError(
-      f"no K = 1 task out of {config.tasks.num_tasks} indices passed the gates: "
-      f"rejections {task_summary['rejected']}"
-    )
-  train = spread_over_compositions(tasks)
-  save_tasks(train, workdir / "split" / "train.jsonl")
-  collected = collect_trajectories(train, workdir / "train", agent_kwargs=oracle_kwargs(config))
-  prepared = {
-    "k": 1,
-    "tasks": task_summary["tasks"],
-    "split": None,
-    "train_compositions": len({composition(t) for t in train}),
-    "verified_trajectories": collected["kept"],
-    "train_file": str(workdir / "train" / SFT_FILE),
-    "train_tasks_file": str(workdir / "split" / "train.jsonl"),
-  }
-  workdir.mkdir(parents=True, exist_ok=True)
-  done.write_text(json.dumps(prepared, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-  return prepared
-
-
-def prepare_instances(
-  config: ml_collections.ConfigDict, seed: int, workdir: Path
-) -> dict[str, Any]:
-  """K = 1 tasks, held out by instance (``compoworld.tasks.splits``: held-out tasks whose
-  instance no training task has), for environment scaling over services.
-
-  The training tasks are spread round-robin over their services (``spread_over_compositions``)
-  and played by the oracle (``workdir/train/sft.jsonl``); ``services`` lists the services in the
-  order of their first training task, so a size-n arm trains on the first n. The first
-  ``eval.max_tasks`` held-out tasks, round-robin over the services, are every arm's test, and
-  the oracle's play of them its held-out loss. Reused when ``workdir/prepared.json`` exists."""
-  done = workdir / "prepared.json"
-  if done.is_file():
-    return json.loads(done.read_text(encoding="utf-8"))
-  tasks, task_summary = make_tasks(config.tasks, seed, k=1)
-  info = save_split(tasks, config.split.eval_fraction, seed, workdir / "split", mode="instances")
-  held = _first_held_out(config, workdir / "split")
-  train = spread_over_compositions(load_tasks(workdir / "split" / "train.jsonl"))
-  save_tasks(train, workdir / "split" / "train.jsonl")
-  return _play(
-    config,
-    train,
-    held,
-    workdir,
-    k=1,
-    tasks=task_summary["tasks"],
-    split=info,
-    services=list(dict.fromkeys(composition(t)[0] for t in train)),
-    eval_services=len({composition(t) for t in held}),
-  )
-
-
-def shared_tokenizer(
-  config: ml_collections.ConfigDict, train_files: Sequence[str | Path], out: Path
-) -> str:
-  """One tokenizer for every arm of a seed, so that arms differ in their training data alone:
-  trained (``config.sft.tokenizer``) on the first ``tokenizer_trajectories`` trajectories, an
-  equal share from each of ``train_files``, and saved in ``out``; reused when ``out`` has one."""
-  from rl.data.tokenizer import has_tokenizer
-  from rl.sft.data import get_tokenizer
-
-  if not has_tokenizer(out):
-    per_file = config.get("tokenizer_trajectories", 2000) // len(train_files)
-    sample = []
-    for path in train_files:
-      lines = Path(path).read_text(encoding="utf-8").splitlines()[:per_file]
-      sample += [json.loads(line) for line in lines]
-    get_tokenizer(config.sft, out, sample).save(out)
-  return str(out)
-
-
-def services_subset(data: dict[str, Any], n: int, out: Path) -> tuple[Path, int]:
-  """The training trajectories of the first ``n`` services of ``data["services"]``
-  (``prepare_instances``), in their order, as ``out/sft.jsonl``; returns it and their number."""
-  if not 1 <= n <= len(data["services"]):
-    raise ValueError(
-      f"size {n}: the training tasks cover {len(data['services'])} services; sizes must be "
-      f"1..{len(data['services'])}"
-    )
-  return in_services(data, data["services"][:n], out / SFT_FILE)
-
-
-def in_services(data: dict[str, Any], services: Sequence[str], out: Path) -> tuple[Path, int]:
-  """The trajectories of ``data["train_file"]`` whose task (in ``data["train_tasks_file"]``)
-  uses only ``services``, in their order, written to ``out``; returns it and their number."""
-  keep = set(services)
-  ids = {t.id for t in load_tasks(data["train_tasks_file"]) if set(t.services) <= keep}
-  lines = [
-    line
-    for line in Path(data["train_file"]).read_text(encoding="utf-8").splitlines()
-    if json.loads(line)["task_id"] in ids
-  ]
-  out.parent.mkdir(parents=True, exist_ok=True)
-  out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-  return out, len(lines)
 
 
 def budget_overrides(
@@ -293,12 +114,7 @@ def train_and_evaluate(
   ev = evaluate_policy(policy, eval_tasks_file, eval_dir(workdir), config.eval, decoding=decoding)
   more: dict[str, Any] = {}
   for name, tasks_file in (more_evals or {}).items():
-    e = evaluate_policy(policy, tasks_file, eval_dir(workdir, name), config.eval, decoding=decoding)
-    more |= {
-      f"{name}_pass_rate": e["pass_rate"],
-      f"{name}_rubric_score": e["rubric_score"],
-      f"{name}_path_followed": path_followed(eval_dir(workdir, name), tasks_file, config),
-    }
+    more |= score_on(config, workdir, name, tasks_file)
   return {
     **more,
     "pass_rate": ev["pass_rate"],
@@ -310,6 +126,21 @@ def train_and_evaluate(
     "decoding": decoding,
     "final_train_loss": sft["final_loss"],
     "seconds": round(time.perf_counter() - t0, 1),
+  }
+
+
+def score_on(
+  config: ml_collections.ConfigDict, arm_dir: Path, name: str, tasks_file: str | Path
+) -> dict[str, float]:
+  """An arm's trained policy on the extra task file ``name``: ``<name>_pass_rate``,
+  ``<name>_rubric_score`` and ``<name>_path_followed``."""
+  policy, out = arm_dir / "sft" / POLICY_DIR, eval_dir(arm_dir, name)
+  decoding = config.eval.get("decoding", "free")
+  e = evaluate_policy(policy, tasks_file, out, config.eval, decoding=decoding)
+  return {
+    f"{name}_pass_rate": e["pass_rate"],
+    f"{name}_rubric_score": e["rubric_score"],
+    f"{name}_path_followed": path_followed(out, tasks_file, config),
   }
 
 
@@ -329,20 +160,6 @@ def path_followed(
   rows = read_results(Path(eval_dir) / "results.jsonl")
   references = reference_calls(tasks_file, rows, oracle_kwargs(config, held_out=True))
   return breakdown(references, rows)["path_followed"]
-
-
-def first_trajectories(train_file: str | Path, n: int, out: Path) -> Path:
-  """The first ``n`` trajectories of ``train_file`` as ``out/sft.jsonl``."""
-  lines = Path(train_file).read_text(encoding="utf-8").splitlines()
-  if len(lines) < n:
-    raise ValueError(
-      f"{train_file} holds {len(lines)} verified trajectories (of distinct compositions for "
-      f"K >= 2), fewer than the {n} asked for: generate more tasks (--config.tasks.num_tasks)"
-      " or raise K"
-    )
-  out.mkdir(parents=True, exist_ok=True)
-  (out / SFT_FILE).write_text("\n".join(lines[:n]) + "\n", encoding="utf-8")
-  return out / SFT_FILE
 
 
 def _finish(
@@ -464,7 +281,9 @@ def single_vs_composed(
   by instance too (``prepare_instances``, ``config.single_tasks`` of them) and both arms are
   also scored on those held-out single-service tasks, so neither is scored only on its own
   training distribution; the single arm trains only on the services the composed arm's
-  training tasks use, and one tokenizer (``shared_tokenizer``) serves both."""
+  training tasks use, and one tokenizer (``shared_tokenizer``) serves both; and both are scored
+  on new instances of the composed arm's training pairs (``prepare_seen``, ``seen_pairs_*``),
+  which separates failing composed tasks from failing unseen compositions."""
   workdir, budget = Path(workdir), config.budget
   arms = {"single": config.single_k, "composed": config.tasks.num_services}
   held_out_single = config.get("held_out_single", False)
@@ -472,6 +291,10 @@ def single_vs_composed(
     raise ValueError(f"held_out_single needs single_k = 1, got {arms['single']}")
   metrics = dict(METRICS)
   metrics["path_followed"] = "held-out path followed"
+  seen_metrics = {  # prepare_seen's tasks, scored after every seed has trained
+    f"seen_pairs_{m}": f"{m.replace('_', ' ')} on new tasks of trained pairs"
+    for m in (SCORES if held_out_single else ())
+  }
   if held_out_single:
     metrics["single_tasks_pass_rate"] = "held-out single-service pass rate"
     metrics["single_tasks_rubric_score"] = "held-out single-service rubric score"
@@ -532,8 +355,24 @@ def single_vs_composed(
         arm_dir = workdir / f"seed_{r['seed']}" / arm
         r[arm][key] = path_followed(eval_dir(arm_dir, name), tasks_file, config)
         r[f"{arm}_{key}"] = [r[arm][key]]
+  for r in results if held_out_single else ():  # new instances of the trained pairs
+    seed_dir = workdir / f"seed_{r['seed']}"
+    if any(f"{arm}_seen_pairs_{m}" not in r for arm in arms for m in SCORES):
+      print(f"--- seed {r['seed']}: both arms on new instances of the composed arm's pairs")
+      trained = {**r["data_composed"], "train_file": seed_dir / "composed" / SFT_FILE}
+      r["data_seen_pairs"] = prepare_seen(config, r["seed"], trained, seed_dir / "data_seen")
+      for arm in arms:
+        tasks_file = r["data_seen_pairs"]["eval_tasks_file"]
+        r[arm] |= score_on(config, seed_dir / arm, "seen_pairs", tasks_file)
+        r |= {f"{arm}_seen_pairs_{m}": [r[arm][f"seen_pairs_{m}"]] for m in SCORES}
+      (seed_dir / "result.json").write_text(json.dumps(r, indent=2, sort_keys=True) + "\n")
   summary = _finish(
-    "single vs composed", results, "budget", {arm: [budget] for arm in arms}, workdir, metrics
+    "single vs composed",
+    results,
+    "budget",
+    {arm: [budget] for arm in arms},
+    workdir,
+    metrics | seen_metrics,
   )
   return {**summary, "arms_k": arms}
 

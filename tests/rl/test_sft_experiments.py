@@ -8,14 +8,14 @@ import pytest
 
 from compoworld.tasks.task import load_tasks
 from configs.experiments import get_config
-from rl.pipeline.sft_experiments import (
-  budget_overrides,
+from rl.pipeline.arm_data import (
   prepare,
   prepare_instances,
   prepare_single,
   services_subset,
   spread_over_compositions,
 )
+from rl.pipeline.sft_experiments import budget_overrides
 
 
 def test_single_vs_composed_defaults_to_single_service_tasks():
@@ -176,14 +176,25 @@ def test_single_vs_composed_scores_both_arms_on_both_held_out_sets(tmp_path, mon
   assert [t[0] for t in trained] == ["single", "composed"]
   assert len({t[1] for t in trained}) == 1 and (Path(trained[0][1]) / "tokenizer.model").is_file()
   assert all(len(t[2]) == 6 for t in trained)
-  # both arms: held-out composed (K = 2) tasks, then held-out single-service (K = 1) ones
+  # both arms: held-out composed (K = 2) tasks, then held-out single-service (K = 1) ones, then
+  # new instances of the composed arm's pairs
   assert scored == [
     ("single", "eval", {2}),
     ("single", "eval_single_tasks", {1}),
     ("composed", "eval", {2}),
     ("composed", "eval_single_tasks", {1}),
+    ("single", "eval_seen_pairs", {2}),
+    ("composed", "eval_seen_pairs", {2}),
   ]
   seed = json.loads((tmp_path / "run" / "seed_0" / "result.json").read_text())
+  seen = load_tasks(seed["data_seen_pairs"]["eval_tasks_file"])
+  composed_train = {t.id: t for t in load_tasks(seed["data_composed"]["train_tasks_file"])}
+  trained_sets = {tuple(sorted(composed_train[r["task_id"]].services)) for r in trained[1][2]}
+  assert seen and {tuple(sorted(t.services)) for t in seen} <= trained_sets
+  assert not {t.instruction for t in seen} & {t.instruction for t in composed_train.values()}
+  assert all(t.id.startswith("t1000-") for t in seen)  # drawn with another seed
+  assert seed["data_seen_pairs"]["oracle_eval_pass_rate"] == 1.0
+  assert summary["stats"]["single_seen_pairs_pass_rate"][0]["mean"] == 0.25
   # the held-out composed tasks spread over the held-out service sets
   held = load_tasks(seed["data_composed"]["eval_tasks_file"])
   held_sets = seed["data_composed"]["split"]["eval_service_sets"]
