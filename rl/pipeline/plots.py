@@ -4,6 +4,7 @@ figures share this one function."""
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -104,7 +105,13 @@ def bar_plot(
       ax.errorbar([i], [values[i]], yerr=[[values[i] - low], [high - values[i]]], color="k",
                   capsize=4)  # fmt: skip
   ax.set_xticks(x, labels)
-  ax.set_ylabel(ylabel)
-  ax.set_title(title, fontsize=9)
+  ax.set_ylabel(_wrap(ylabel, 32))
+  ax.set_title(_wrap(title, 42), fontsize=9)
   ax.grid(axis="y", alpha=0.3)
   return _save(fig, path)
+
+
+def _wrap(text: str, width: int) -> str:
+  """``text`` with each of its lines broken at ``width`` characters: a bar plot's figure is
+  narrow, and a long title or axis label would run off it."""
+  return "\n".join(textwrap.fill(line, width) for line in text.split("\n"))

@@ -292,7 +292,7 @@ def single_vs_composed(
   metrics = dict(METRICS)
   metrics["path_followed"] = "held-out path followed"
   seen_metrics = {  # prepare_seen's tasks, scored after every seed has trained
-    f"seen_pairs_{m}": f"{m.replace('_', ' ')} on new tasks of trained pairs"
+    f"seen_pairs_{m}": f"{m.replace('_', ' ')}, trained pairs (new tasks)"
     for m in (SCORES if held_out_single else ())
   }
   if held_out_single:

@@ -120,3 +120,12 @@ def test_experiment_configs_load(name):
 def test_unknown_experiment_config_fails():
   with pytest.raises(ValueError, match="unknown experiment"):
     get_config("scaling")
+
+
+def test_a_bar_plots_long_title_is_broken_into_lines_that_fit():
+  from rl.pipeline.plots import _wrap
+
+  title = "single vs composed: path followed, trained pairs (new tasks)\nmean over 3 seeds"
+  wrapped = _wrap(title, 48)
+  assert all(len(line) <= 48 for line in wrapped.split("\n"))
+  assert wrapped.split() == title.split() and wrapped.count("\n") == 2
