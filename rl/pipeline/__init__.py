@@ -6,6 +6,7 @@
 - ``plots``: line plots with optional 95% bands, as PNG.
 - ``experiments``: what the paper's experiments share, seeds, means and intervals.
 - ``sft_experiments``: the SFT-data experiments (section 5.3).
+- ``arm_data``: their arms' tasks, held-out sets and oracle trajectories.
 - ``reweighting``: reward reweighting (appendix A), GRPO arms from one SFT policy.
 - ``diagnose``: where a policy loses, a teacher-forced breakdown of its held-out turns.
 """
