@@ -8,7 +8,8 @@ seeds; 17-19 min a seed on 2026-12-06, with rows packed over 256 open ones),
 ``single_vs_composed`` (K = 2 vs K = 1, 4K rows) 41 min for seed 0 alone on 2026-12-07, 61
 and 72 min for seeds 1 and 2 beside other runs; ``reweighting`` 11-13 min a seed from a given SFT policy (8-9 min with the
 update in chunks of 8 rows, 2026-12-06; 6 GRPO steps of
-2 x 8 rollouts per reward, README). On an accelerator scale them up by flag, e.g.
+2 x 8 rollouts per reward, README; 29 min a seed for 12 steps of 4 x 8 rollouts and two
+rewards, 2026-12-07). On an accelerator scale them up by flag, e.g.
 ``--config.sizes=100,500,1000,3000 --config.tasks.num_tasks=8000`` (the paper's sizes) with
 ``--config.sft.model.name=small --config.sft.data.seq_len=4096`` and so on for the recipe.
 """
