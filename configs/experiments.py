@@ -96,6 +96,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.single_tasks = 3000
     c.single_eval_fraction = 0.03
     c.budget = 2000  # trajectories per arm
+    # > 0: a third arm, "mixed": the same budget, this share of it the composed arm's trajectories
+    # and the rest the single arm's (e.g. 0.5), scored on all three held-out sets; added to
+    # seeds saved before (rl.pipeline.sft_experiments.single_vs_composed). 0: no mixed arm.
+    c.mixed_share = 0.0
   elif name == "single_vs_composed":
     # The "single" arm trains on single-service tasks (K = 1 walks: every step in one service,
     # with that service as its own revisit bridge where it can be; compoworld/tasks/walks.py), the

@@ -264,3 +264,18 @@ def first_trajectories(train_file: str | Path, n: int, out: Path) -> Path:
   out.mkdir(parents=True, exist_ok=True)
   (out / SFT_FILE).write_text("\n".join(lines[:n]) + "\n", encoding="utf-8")
   return out / SFT_FILE
+
+
+def mix_trajectories(parts: Sequence[tuple[str | Path, int]], out: Path) -> Path:
+  """The first ``n`` trajectories of each ``(file, n)`` of ``parts``, interleaved evenly (the
+  i-th of a part's n at position (i + 1/2) / n of the mix), as ``out/sft.jsonl``."""
+  placed = []
+  for part, (path, n) in enumerate(parts):
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    if len(lines) < n:
+      raise ValueError(f"{path} holds {len(lines)} trajectories; the mix needs {n}")
+    placed += [((i + 0.5) / n, part, line) for i, line in enumerate(lines[:n])]
+  out.mkdir(parents=True, exist_ok=True)
+  mixed = "\n".join(line for *_, line in sorted(placed, key=lambda p: p[:2]))
+  (out / SFT_FILE).write_text(mixed + "\n", encoding="utf-8")
+  return out / SFT_FILE

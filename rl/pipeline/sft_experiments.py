@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +37,7 @@ from compoworld.tasks.task import load_tasks
 from rl.pipeline.arm_data import (
   first_trajectories,
   in_services,
+  mix_trajectories,
   prepare,
   prepare_instances,
   prepare_seen,
@@ -283,12 +285,23 @@ def single_vs_composed(
   training distribution; the single arm trains only on the services the composed arm's
   training tasks use, and one tokenizer (``shared_tokenizer``) serves both; and both are scored
   on new instances of the composed arm's training pairs (``prepare_seen``, ``seen_pairs_*``),
-  which separates failing composed tasks from failing unseen compositions."""
+  which separates failing composed tasks from failing unseen compositions.
+
+  With ``config.mixed_share`` > 0 (and ``held_out_single``) a third arm, "mixed", trains on the
+  same budget drawn from both arms' training trajectories, that share of it composed (`_mixed`),
+  and is scored on all three sets. The share is not part of the seeds' config digest: a mixed
+  arm is added to seeds saved before."""
   workdir, budget = Path(workdir), config.budget
   arms = {"single": config.single_k, "composed": config.tasks.num_services}
   held_out_single = config.get("held_out_single", False)
   if held_out_single and arms["single"] != 1:
     raise ValueError(f"held_out_single needs single_k = 1, got {arms['single']}")
+  mixed_share = config.get("mixed_share", 0.0)
+  if not 0 <= mixed_share < 1 or (mixed_share and not held_out_single):
+    raise ValueError(
+      f"mixed_share must be in [0, 1) and needs held_out_single; got {mixed_share} "
+      f"(held_out_single {held_out_single})"
+    )
   metrics = dict(METRICS)
   metrics["path_followed"] = "held-out path followed"
   seen_metrics = {  # prepare_seen's tasks, scored after every seed has trained
@@ -344,7 +357,8 @@ def single_vs_composed(
         out[f"{arm}_{m}"] = [r[m]]
     return out
 
-  results = run_seeds(one_seed, seeds, workdir, config)
+  digest_config = {k: v for k, v in config.to_dict().items() if k != "mixed_share"}
+  results = run_seeds(one_seed, seeds, workdir, digest_config)
   for r in results:  # a seed run before the path was measured: from its saved episodes
     evals = {None: r["data_composed"]["eval_tasks_file"]}
     if held_out_single:
@@ -366,19 +380,69 @@ def single_vs_composed(
         r[arm] |= score_on(config, seed_dir / arm, "seen_pairs", tasks_file)
         r |= {f"{arm}_seen_pairs_{m}": [r[arm][f"seen_pairs_{m}"]] for m in SCORES}
       (seed_dir / "result.json").write_text(json.dumps(r, indent=2, sort_keys=True) + "\n")
-  summary = _finish(
-    "single vs composed",
-    results,
-    "budget",
-    {arm: [budget] for arm in arms},
-    workdir,
-    metrics | seen_metrics,
+  for r in results if mixed_share else ():
+    seed_dir = workdir / f"seed_{r['seed']}"
+    if r.get("mixed", {}).get("share") != mixed_share:
+      r["mixed"] = _mixed(config, r, seed_dir, mixed_share)
+      r |= {f"mixed_{m}": [r["mixed"][m]] for m in metrics | seen_metrics}
+      (seed_dir / "result.json").write_text(json.dumps(r, indent=2, sort_keys=True) + "\n")
+  shown = {arm: [budget] for arm in [*arms, *(["mixed"] if mixed_share else [])]}
+  summary = _finish("single vs composed", results, "budget", shown, workdir, metrics | seen_metrics)
+  return {**summary, "arms_k": arms, "mixed_share": mixed_share}
+
+
+def _mixed(
+  config: ml_collections.ConfigDict, r: dict[str, Any], seed_dir: Path, share: float
+) -> dict[str, Any]:
+  """The mixed arm of a seed of `single_vs_composed` (``r``, its result so far): the first
+  ``round(share * budget)`` of the composed arm's training trajectories and the first of the
+  single arm's for the rest, interleaved, trained with the seed's shared tokenizer and scored
+  as the other arms (held-out pairs, held-out single-service tasks, trained pairs' new tasks).
+  Its SFT resumes from its checkpoints when cut short; a changed share trains it anew."""
+  n_composed = round(share * config.budget)
+  print(f"--- seed {r['seed']}: SFT on {n_composed} composed + {config.budget - n_composed} single")
+  arm_dir = seed_dir / "mixed"
+  if (arm_dir / "share.json").is_file() and json.loads(
+    (arm_dir / "share.json").read_text()
+  ) != share:
+    shutil.rmtree(arm_dir)
+  arm_dir.mkdir(parents=True, exist_ok=True)
+  (arm_dir / "share.json").write_text(json.dumps(share))
+  parts = [
+    (seed_dir / "composed" / SFT_FILE, n_composed),
+    (seed_dir / "single" / SFT_FILE, config.budget - n_composed),
+  ]
+  train_file = mix_trajectories(parts, arm_dir)
+  composed, single = r["data_composed"], r["data_single"]
+  more_evals = {
+    "single_tasks": single["eval_tasks_file"],
+    "seen_pairs": r["data_seen_pairs"]["eval_tasks_file"],
+  }
+  out = train_and_evaluate(
+    config,
+    train_file,
+    composed["eval_tasks_file"],
+    composed["eval_trajectories_file"],
+    arm_dir,
+    r["seed"],
+    {"tokenizer.path": str(seed_dir / "tokenizer")},
+    more_evals,
   )
-  return {**summary, "arms_k": arms}
+  services = _service_set(parts[0][0], composed["train_tasks_file"], n_composed)
+  services |= _service_set(parts[1][0], single["train_tasks_file"], config.budget - n_composed)
+  return {**out, "share": share, "train_services": len(services)}
 
 
 def _services_of(trajectories_file: str | Path, tasks_file: str | Path) -> int:
   """How many distinct services the tasks of a trajectory file use."""
+  return len(_service_set(trajectories_file, tasks_file))
+
+
+def _service_set(
+  trajectories_file: str | Path, tasks_file: str | Path, n: int | None = None
+) -> set[str]:
+  """The services that the tasks (in ``tasks_file``) of the first ``n`` (default all)
+  trajectories of a trajectory file use."""
   services = {t.id: t.services for t in load_tasks(tasks_file)}
-  ids = [json.loads(line)["task_id"] for line in Path(trajectories_file).read_text().splitlines()]
-  return len({s for i in ids for s in services[i]})
+  lines = Path(trajectories_file).read_text().splitlines()[:n]
+  return {s for line in lines for s in services[json.loads(line)["task_id"]]}

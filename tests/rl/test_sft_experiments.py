@@ -220,3 +220,47 @@ def test_single_vs_composed_scores_both_arms_on_both_held_out_sets(tmp_path, mon
   again = sx.single_vs_composed(config, [0], tmp_path / "run")
   assert len(trained) == 2  # reused, not trained again
   assert again["stats"]["single_path_followed"] == stats["single_path_followed"]
+  # A mixed arm is added to the saved seed (the share is not in its digest): half of the budget
+  # the composed arm's first trajectories, half the single arm's, with the seed's tokenizer,
+  # scored on all three sets; run again, it is reused.
+  config.mixed_share = 0.5
+  scored.clear()
+  mixed = sx.single_vs_composed(config, [0], tmp_path / "run")
+  assert [t[0] for t in trained] == ["single", "composed", "mixed"]
+  assert trained[2][1] == trained[0][1]
+  rows = trained[2][2]
+  assert sorted(map(json.dumps, rows)) == sorted(
+    map(json.dumps, trained[0][2][:3] + trained[1][2][:3])
+  )
+  assert scored == [
+    ("mixed", "eval", {2}),
+    ("mixed", "eval_single_tasks", {1}),
+    ("mixed", "eval_seen_pairs", {2}),
+  ]
+  assert mixed["stats"]["mixed_seen_pairs_pass_rate"][0]["mean"] == 0.25
+  assert mixed["stats"]["single_pass_rate"] == again["stats"]["single_pass_rate"]
+  assert mixed["per_seed"][0]["mixed"]["train_services"] >= 2
+  sx.single_vs_composed(config, [0], tmp_path / "run")
+  assert len(trained) == 3
+  config.mixed_share = 1.0
+  with pytest.raises(ValueError, match="mixed_share"):
+    sx.single_vs_composed(config, [0], tmp_path / "run")
+
+
+def test_mix_trajectories_interleaves_the_first_of_each_part(tmp_path):
+  from rl.pipeline.arm_data import mix_trajectories
+
+  a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+  a.write_text("".join(f'{{"i": "a{i}"}}\n' for i in range(5)))
+  b.write_text("".join(f'{{"i": "b{i}"}}\n' for i in range(5)))
+  out = mix_trajectories([(a, 2), (b, 4)], tmp_path / "mix")
+  assert [json.loads(line)["i"] for line in out.read_text().splitlines()] == [
+    "b0",
+    "a0",
+    "b1",
+    "b2",
+    "a1",
+    "b3",
+  ]
+  with pytest.raises(ValueError, match="holds 5 trajectories; the mix needs 6"):
+    mix_trajectories([(a, 6)], tmp_path / "mix")
