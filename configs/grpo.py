@@ -54,6 +54,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # log-probs stay the unconstrained policy's
   c.rollout.constrained = False
   c.rollout.grounded = False
+  c.rollout.narrated = False  # with constrained: a narrated call makes the call it names
   c.rollout.min_batch = 1  # the smallest batch a turn is played in, as rollouts finish
 
   c.reward = ml_collections.ConfigDict()

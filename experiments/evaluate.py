@@ -2,13 +2,15 @@
 
 ``python -m experiments.evaluate --agent=oracle|openai:MODEL|checkpoint:DIR --tasks=FILE
 --workdir=DIR [--k=1] [--workers=1] [--base_url=URL] [--max_turns=128] [--max_tokens=N]
-[--max_context=8192] [--temperature=0] [--constrained] [--grounded]`` writes
+[--max_context=8192] [--temperature=0] [--constrained] [--grounded] [--narrated]`` writes
 ``DIR/results.jsonl`` (per task: every sample's trajectory and verdict), ``DIR/results.md``
 (the tables), PNG plots and ``DIR/summary.json`` (pass rate, rubric score, pass^k, breakdowns,
 and the split when the file came from ``experiments.split_tasks``). ``--constrained`` decodes a
 checkpoint's tool calls under the tools' grammar (``rl.decoding.constrained``; what ``call_tool`` passes on
 under the called tool's schema, ``rl.decoding.arguments``), so they always parse;
-``--grounded`` copies the strings they pass on from the conversation (``rl.decoding.arguments``).
+``--grounded`` copies the strings they pass on from the conversation (``rl.decoding.arguments``);
+``--narrated`` (with ``--constrained``) holds a turn that starts "Now I'll call " to one of the
+episode's tools, its service and that very call (``rl.decoding.narration``).
 ``openai:`` reads its key from ``$OPENAI_API_KEY`` and its endpoint from ``--base_url`` or
 ``$OPENAI_BASE_URL``.
 """
@@ -44,6 +46,12 @@ _GROUNDED = flags.DEFINE_bool(
   False,
   "checkpoint: copy the strings tool calls pass on from the conversation (rl.decoding.arguments).",
 )
+_NARRATED = flags.DEFINE_bool(
+  "narrated",
+  False,
+  "checkpoint, --constrained: a turn that starts \"Now I'll call \" names one of the episode's "
+  "tools and makes that call (rl.decoding.narration).",
+)
 _COPY_BEAM = flags.DEFINE_integer(
   "copy_beam",
   0,
@@ -63,9 +71,11 @@ def main(argv):
       agent_kwargs["constrained"] = True
     if _GROUNDED.value:
       agent_kwargs["grounded"] = True
+    if _NARRATED.value:
+      agent_kwargs["narrated"] = True
     if _COPY_BEAM.value:
       agent_kwargs["copy_beam"] = _COPY_BEAM.value
-  elif used := [f"--{f.name}" for f in (_CONSTRAINED, _GROUNDED, _COPY_BEAM) if f.value]:
+  elif used := [f"--{f.name}" for f in (_CONSTRAINED, _GROUNDED, _NARRATED, _COPY_BEAM) if f.value]:
     raise ValueError(
       f"{' and '.join(used)} {'is' if len(used) == 1 else 'are'} for --agent=checkpoint:DIR "
       "(an endpoint decodes its own way)"

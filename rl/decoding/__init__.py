@@ -6,5 +6,6 @@
 - ``scanner``: ``JsonScanner``, where in a tool call's JSON the text being written is.
 - ``arguments``: the arguments ``call_tool`` passes on, typed and grounded in the conversation.
 - ``token_kinds``: a vocabulary's tokens by kind, found once, for ``arguments``.
+- ``narration``: a turn that names its call ("Now I'll call T on S.") makes that call.
 - ``modes``: the decoding modes and each turn's constraints, shared by rollouts and the agent.
 """

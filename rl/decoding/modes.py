@@ -6,7 +6,10 @@ same way.
   with the episode's services and their tools as enums (what ``list_services`` would list), and
   what ``call_tool`` passes on is typed by the called tool's input schema (`rl.decoding.arguments`);
 - **grounded**: the strings (and numbers without a default) it passes on are copies out of the
-  conversation (`rl.decoding.arguments.ArgumentConstraint`).
+  conversation (`rl.decoding.arguments.ArgumentConstraint`);
+- **narrated** (with constrained): a turn that starts "Now I'll call " names one of the
+  episode's tools and its service and then makes that very call
+  (`rl.decoding.narration.NarratedConstraint`).
 
 ``TurnConstraints(vocab, constrained=..., grounded=...).start(tools, services, context)`` is one
 turn's constraint (``allowed(budget)`` / ``advance(token)``), or None when neither is asked for.
@@ -21,6 +24,7 @@ from typing import Any
 
 from rl.decoding.arguments import ArgumentConstraint
 from rl.decoding.constrained import TokenConstraint, ToolCallGrammar, Vocabulary, tools_with_enums
+from rl.decoding.narration import NarratedConstraint, episode_pairs
 
 #: The decodings an evaluation (``eval.decodings``) or a rollout can use, as flags.
 DECODINGS = {
@@ -28,6 +32,7 @@ DECODINGS = {
   "constrained": {"constrained": True},
   "grounded": {"grounded": True},
   "constrained+grounded": {"constrained": True, "grounded": True},
+  "constrained+grounded+narrated": {"constrained": True, "grounded": True, "narrated": True},
 }
 
 
@@ -92,8 +97,12 @@ class TurnConstraints:
     grounded: bool = False,
     composed: Sequence[Sequence[str]] = (),
     cache: int = 8,
+    narrated: bool = False,
   ):
+    if narrated and not constrained:
+      raise ValueError("narrated decoding needs constrained decoding (the tools' schemas)")
     self.vocab, self.constrained, self.grounded = vocab, constrained, grounded
+    self.narrated = narrated
     # Arguments the policy's data composes, written freely when grounded (the tokenizer's
     # ``chat_composed``).
     self.composed = [tuple(c) for c in composed]
@@ -117,13 +126,13 @@ class TurnConstraints:
 
   def start(
     self, tools: Sequence[dict[str, Any]], services: Sequence[str], context: bytes
-  ) -> ArgumentConstraint | None:
+  ) -> ArgumentConstraint | NarratedConstraint | None:
     """One turn's constraint (tools may be called or not: ``auto``), given the conversation's
     text so far (``context``: what grounded values are copied from); None when free."""
     if not self.active:
       return None
     inner = self.grammar(tools, services).start("auto") if self.constrained else None
-    return ArgumentConstraint(
+    turn = ArgumentConstraint(
       self.vocab,
       context,
       inner=inner,
@@ -131,3 +140,6 @@ class TurnConstraints:
       schemas=library_schemas() if self.constrained else None,
       composed=self.composed,
     )
+    if not self.narrated:
+      return turn
+    return NarratedConstraint(turn, self.vocab, episode_pairs(services, library_schemas()))

@@ -91,6 +91,7 @@ class RolloutConfig:
   # --constrained / --grounded. The recorded log-probs stay the unconstrained model's.
   constrained: bool = False
   grounded: bool = False
+  narrated: bool = False  # with constrained: a narrated call makes the call it names
   # The smallest batch a turn is played in: as rollouts finish, the rows left are compacted to
   # the next power of two from here (each batch size compiles its own programs, and on a CPU a
   # batch of 8 steps about as fast as one of 1).
@@ -257,6 +258,7 @@ class RolloutEngine:
         constrained=config.constrained,
         grounded=config.grounded,
         composed=renderer.tokenizer.chat_composed,
+        narrated=config.narrated,
       )
     # Masks as proposals checked draw by draw (`sample_turn`'s `check`): exact for a draw from
     # the whole tempered distribution, which top-p filtering after the mask is not.

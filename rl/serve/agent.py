@@ -17,6 +17,7 @@ from typing import Any
 from compoworld.agents.agent import Agent, register_agent
 from rl.decoding.constrained import tools_with_enums
 from rl.decoding.modes import episode_services, library_schemas, service_names
+from rl.decoding.narration import episode_pairs
 from rl.serve.policy import ContextFull, Policy
 
 
@@ -42,6 +43,7 @@ class PolicyAgent(Agent):
     constrained: bool = False,
     grounded: bool = False,
     copy_beam: int = 0,
+    narrated: bool = False,
   ):
     if (checkpoint_dir is None) == (policy is None):
       raise ValueError("PolicyAgent needs exactly one of checkpoint_dir and policy")
@@ -51,6 +53,9 @@ class PolicyAgent(Agent):
     self.seed, self._turn = seed, 0
     self.constrained, self.grounded = constrained, grounded
     self.copy_beam = copy_beam  # grounded values chosen whole by a beam this wide (greedy)
+    if narrated and not constrained:
+      raise ValueError("narrated decoding needs constrained=True")
+    self.narrated = narrated  # a narrated call makes the call it names (rl.decoding.narration)
     self._enums: tuple[list[str], list[str]] | None = None  # services, tools: the episode's
 
   def reset(self, task) -> None:
@@ -65,6 +70,11 @@ class PolicyAgent(Agent):
     if self._enums is None:
       self._enums = service_names()
     return tools_with_enums(tools, *self._enums)
+
+  def _narrations(self) -> list[tuple[str, str]]:
+    """The ``(service, tool)`` pairs a narrated call may name: the episode's services' tools."""
+    services = self._enums[0] if self._enums is not None else service_names()[0]
+    return episode_pairs(services, library_schemas())
 
   def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
     # A different seed per turn: sampled turns must not repeat one another.
@@ -82,6 +92,7 @@ class PolicyAgent(Agent):
         grounded=self.grounded,
         schemas=library_schemas() if self.constrained else None,
         copy_beam=self.copy_beam,
+        narrations=self._narrations() if self.narrated else None,
       )
     except ContextFull:
       # The context is full: the episode ends here and the verifier scores the state reached,

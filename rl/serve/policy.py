@@ -45,6 +45,7 @@ from rl.data.chat import IM_END, TOOL_CALL, ChatRenderer, ParsedAssistant
 from rl.data.tokenizer import TOKENIZER_FILES, Tokenizer, load_tokenizer
 from rl.decoding.arguments import ArgumentConstraint, Schemas
 from rl.decoding.constrained import Constraint, TokenConstraint, ToolCallGrammar, Vocabulary
+from rl.decoding.narration import NarratedConstraint
 
 CONFIG_FILE = "config.json"
 CHECKPOINTS_DIR = "checkpoints"
@@ -500,6 +501,7 @@ class Policy:
     grounded: bool | None = None,
     schemas: Schemas | None = None,
     copy_beam: int = 0,
+    narrations: Sequence[tuple[str, str]] | None = None,
   ) -> Completion:
     """The next assistant turn for an OpenAI-style conversation; ``constrained`` (default: the
     policy's) decodes it under the tools' grammar when it may call tools: the grammar of
@@ -510,7 +512,9 @@ class Policy:
     schema from ``schemas`` (``(service, tool)`` → schema) and, with ``grounded`` (default: the
     policy's), its strings are copied from the conversation (`rl.decoding.arguments`); over the grammar
     when ``constrained``. ``copy_beam`` > 1 chooses each grounded value whole, greedy decoding
-    (``generate``)."""
+    (``generate``). With ``narrations`` (``(service, tool)`` pairs) and a constraint, a turn
+    that starts "Now I'll call " names one of them and makes that call
+    (`rl.decoding.narration`)."""
     if max_tokens is not None and max_tokens < 1:
       raise RequestError(f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
     if temperature < 0:
@@ -555,6 +559,8 @@ class Policy:
         forced=forced,
         composed=self.tokenizer.chat_composed,
       )
+    if narrations and "constraint" in extra and tool_choice == "auto" and not forced:
+      extra["constraint"] = NarratedConstraint(extra["constraint"], self.vocabulary(), narrations)
     if copy_beam < 0:
       raise RequestError(f"copy_beam must be >= 0, got {copy_beam}", "copy_beam")
     if copy_beam > 1 and "constraint" in extra:

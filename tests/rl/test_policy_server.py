@@ -416,6 +416,25 @@ def test_a_grounded_policy_decodes_tool_turns_under_the_argument_constraint(poli
   assert plain.constraints == [None]
 
 
+def test_a_narrated_agent_names_only_its_episodes_calls(policy, tasks):
+  from rl.decoding.modes import episode_services
+  from rl.decoding.narration import NarratedConstraint
+
+  p = Scripted(policy.model, policy.tokenizer, ["ok" + IM_END])
+  agent = PolicyAgent(policy=p, constrained=True, grounded=True, narrated=True)
+  agent.reset(tasks[0])
+  agent.act([{"role": "user", "content": "go"}], META_TOOLS)
+  assert isinstance(p.constraints[-1], NarratedConstraint)
+  assert {s for s, _ in agent._narrations()} == set(episode_services(tasks[0]))
+  go, pairs = [{"role": "user", "content": "go"}], agent._narrations()
+  p.chat(go, META_TOOLS, constrained=True, narrations=pairs)
+  assert isinstance(p.constraints[-1], NarratedConstraint)
+  p.chat(go, META_TOOLS, constrained=True, narrations=pairs, tool_choice="required")
+  assert not isinstance(p.constraints[-1], NarratedConstraint)  # a forced call: no narration
+  with pytest.raises(ValueError, match="narrated decoding needs constrained"):
+    PolicyAgent(policy=p, grounded=True, narrated=True)
+
+
 def test_near_the_end_of_the_context_the_agent_turn_gets_what_is_left(policy):
   p = Scripted(policy.model, policy.tokenizer, ["I am done." + IM_END], max_context=MAX_CONTEXT)
   messages = [{"role": "user", "content": "go"}]

@@ -1,0 +1,187 @@
+"""Narrated calls (rl.decoding.narration): a turn that says which call it makes makes that call."""
+
+import json
+
+import numpy as np
+import pytest
+
+from rl.decoding.constrained import SPECIAL_BASE, SPECIALS, Vocabulary
+from rl.decoding.modes import DECODINGS, TurnConstraints, library_schemas
+from rl.decoding.narration import NarratedConstraint, episode_pairs, narrated_call
+from rl.decoding.symbols import text_symbols
+
+WORDS = ["Now", " I'll", " call", " make", "_offer", " on", " expenses", " recruiting", ".\n"]
+WORDS += ['{"name": ', '"call_tool"', "The", " answer", ' {"', "add_"]
+PAIRS = [("recruiting", "make_offer"), ("recruiting", "list_candidates"), ("expenses", "add_item")]
+
+
+def toy_vocab():
+  """Every byte, a few words, then the chat's specials."""
+  symbols = [(b,) for b in range(256)] + [tuple(w.encode()) for w in WORDS]
+  symbols += [(SPECIAL_BASE + k,) for k in range(len(SPECIALS))]
+  return Vocabulary(symbols)
+
+
+class Free:
+  """An inner constraint that allows everything (what the narration alone does shows)."""
+
+  def __init__(self, size):
+    self.size, self.fed = size, []
+
+  def allowed(self, budget=None):
+    return np.ones(self.size, bool)
+
+  proposal = allowed
+
+  def admits(self, token):
+    return True
+
+  def best(self, logits, budget=None, tries=16):
+    return int(np.argmax(logits))
+
+  def advance(self, token):
+    self.fed.append(token)
+
+  def copy(self):
+    other = Free(self.size)
+    other.fed = list(self.fed)
+    return other
+
+  finished = False
+
+
+def tokens_of(vocab, text):
+  """``text`` as the vocabulary's ids, longest match first."""
+  by_symbols = {s: i for i, s in reversed(list(enumerate(vocab.symbols))) if s}
+  symbols, out = tuple(text_symbols(text)), []
+  while symbols:
+    k = max(k for k in range(1, len(symbols) + 1) if symbols[:k] in by_symbols)
+    out.append(by_symbols[symbols[:k]])
+    symbols = symbols[k:]
+  return out
+
+
+def text_of(vocab, ids):
+  special = {SPECIAL_BASE + k: s.encode() for k, s in enumerate(SPECIALS)}
+  return b"".join(
+    bytes((s,)) if s < SPECIAL_BASE else special[s] for i in ids for s in vocab.symbols[i]
+  ).decode(errors="replace")
+
+
+def greedy(constraint, vocab, wanted, steps):
+  """Greedy decoding under ``constraint`` by a "model" whose logits at step t favour
+  ``wanted[t]`` (a fixed id sequence), as a policy that has learned a broken habit does."""
+  rng = np.random.default_rng(0)
+  out = []
+  for t in range(steps):
+    logits = rng.normal(0, 0.1, vocab.size)
+    if t < len(wanted):
+      logits[wanted[t]] += 10.0
+    token = constraint.best(logits, None)
+    assert token == int(np.argmax(np.where(constraint.allowed(), logits, -np.inf)))
+    out.append(token)
+    constraint.advance(token)
+  return out
+
+
+def test_the_narrated_call_is_the_oracles_rendering():
+  from rl.data.chat import assistant_body
+
+  message = {
+    "role": "assistant",
+    "content": "Now I'll call make_offer on recruiting.",
+    "tool_calls": [
+      {
+        "function": {
+          "name": "call_tool",
+          "arguments": json.dumps(
+            {"service": "recruiting", "tool": "make_offer", "arguments": {"salary": 1}}
+          ),
+        }
+      }
+    ],
+  }
+  assert assistant_body(message).startswith(narrated_call("recruiting", "make_offer"))
+
+
+def test_a_broken_narration_becomes_the_call_it_names():
+  """The held-out failure: the tool named, the service wrong, the call written as plain text."""
+  vocab = toy_vocab()
+  broken = 'Now I\'ll call make_offer on expenses.\n{"name": "call_tool", "arguments": {"x'
+  wanted = tokens_of(vocab, broken)
+  free = greedy(Free(vocab.size), vocab, wanted, len(wanted))
+  assert text_of(vocab, free) == broken  # unconstrained, the habit wins
+  c = NarratedConstraint(Free(vocab.size), vocab, PAIRS)
+  head = narrated_call("recruiting", "make_offer")
+  out = greedy(c, vocab, wanted, 200)
+  text = text_of(vocab, out)
+  assert text.startswith(head) and not c.holding  # the service is the tool's; then the inner's
+  assert c.inner.fed == out  # the inner constraint saw every token
+
+
+def test_after_the_tool_only_its_service_and_then_the_call_may_follow():
+  vocab = toy_vocab()
+  c = NarratedConstraint(Free(vocab.size), vocab, PAIRS)
+  for token in tokens_of(vocab, "Now I'll call make_offer on "):
+    c.advance(token)
+  allowed = {text_of(vocab, [i]) for i in np.flatnonzero(c.allowed())}
+  assert "r" in allowed and all("recruiting.\n".startswith(a) for a in allowed)
+  # Mid tool name, only the episode's tools go on: "make" may end in "_offer", "add_" in "item".
+  c = NarratedConstraint(Free(vocab.size), vocab, PAIRS)
+  for token in tokens_of(vocab, "Now I'll call add_"):
+    c.advance(token)
+  allowed = {text_of(vocab, [i]) for i in np.flatnonzero(c.allowed())}
+  assert "i" in allowed and all("item on expenses.\n".startswith(a) for a in allowed)
+
+
+def test_a_turn_that_names_no_call_is_left_free():
+  vocab = toy_vocab()
+  c = NarratedConstraint(Free(vocab.size), vocab, PAIRS)
+  assert c.allowed().all()  # nothing yet says a narrated call is coming
+  for token in tokens_of(vocab, "The answer"):
+    c.advance(token)
+  assert not c.holding and c.allowed().all()
+  c = NarratedConstraint(Free(vocab.size), vocab, PAIRS)
+  for token in tokens_of(vocab, "Now I'll"):
+    c.advance(token)
+  assert c.holding and c.allowed().all()  # "Now I'll see..." is still free text
+  c.advance(tokens_of(vocab, " ")[0])
+  c.advance(tokens_of(vocab, "x")[0])
+  assert not c.holding
+
+
+def test_the_mask_never_empties_and_copies_are_independent():
+  vocab = toy_vocab()
+
+  class OnlyEnd(Free):
+    def allowed(self, budget=None):
+      mask = np.zeros(self.size, bool)
+      mask[-5] = True  # <|im_end|>
+      return mask
+
+  c = NarratedConstraint(OnlyEnd(vocab.size), vocab, PAIRS)
+  for token in tokens_of(vocab, "Now I'll call "):
+    c.advance(token)
+  assert np.flatnonzero(c.allowed()).tolist() == [vocab.size - 5]  # the inner's, not empty
+  d = c.copy()
+  d.advance(tokens_of(vocab, "make")[0])
+  assert c._text != d._text and c.inner.fed != d.inner.fed
+  with pytest.raises(ValueError, match="pairs"):
+    NarratedConstraint(Free(vocab.size), vocab, [])
+
+
+def test_narrated_decoding_wraps_the_typed_grounded_turn():
+  vocab = toy_vocab()
+  assert DECODINGS["constrained+grounded+narrated"]["narrated"] is True
+  with pytest.raises(ValueError, match="needs constrained"):
+    TurnConstraints(vocab, grounded=True, narrated=True)
+  from compoworld.compose.env import META_TOOLS
+
+  tc = TurnConstraints(vocab, constrained=True, grounded=True, narrated=True)
+  c = tc.start(META_TOOLS, ["recruiting", "expenses"], b"offer 120000")
+  pairs = episode_pairs(["recruiting", "expenses"], library_schemas())
+  assert pairs and {s for s, _ in pairs} == {"recruiting", "expenses"}
+  assert isinstance(c, NarratedConstraint)
+  broken = 'Now I\'ll call make_offer on expenses.\n{"name": "call_tool", "arguments": {"x'
+  out = greedy(c, vocab, tokens_of(vocab, broken), 160)
+  assert text_of(vocab, out).startswith(narrated_call("recruiting", "make_offer"))
