@@ -185,7 +185,7 @@ class NarratedConstraint:
       self._phase = "free"
       return
     self._text = text
-    if len(text) <= len(_PREFIX):
+    if len(text) < len(_PREFIX):
       return
     self._phase = "named"
     self._live = tuple(c for c in self._live if _compatible(c, text))

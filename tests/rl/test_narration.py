@@ -127,6 +127,12 @@ def test_after_the_tool_only_its_service_and_then_the_call_may_follow():
   allowed = {text_of(vocab, [i]) for i in np.flatnonzero(c.allowed())}
   assert "r" in allowed and all("recruiting.\n".startswith(a) for a in allowed)
   # Mid tool name, only the episode's tools go on: "make" may end in "_offer", "add_" in "item".
+  # The sentence's start written to its last space, byte by byte: the tool comes next.
+  c = NarratedConstraint(Free(vocab.size), vocab, PAIRS)
+  for byte in b"Now I'll call ":
+    c.advance(byte)
+  allowed = {text_of(vocab, [i]) for i in np.flatnonzero(c.allowed())}
+  assert {"m", "l", "a", "add_"} <= allowed and not {"x", " ", "The"} & allowed
   c = NarratedConstraint(Free(vocab.size), vocab, PAIRS)
   for token in tokens_of(vocab, "Now I'll call add_"):
     c.advance(token)
