@@ -174,7 +174,8 @@ class NarratedConstraint:
       for i in ids[np.argsort(-logits[ids], kind="stable")][:tries]:
         if admits(int(i)):
           return int(i)
-    return int(np.argmax(np.where(self.allowed(budget), logits, -np.inf)))
+    allowed = _narrowed(self.inner.allowed(budget), narration)  # `allowed`, narration reused
+    return int(np.argmax(np.where(allowed, logits, -np.inf)))
 
   def advance(self, token: int) -> None:
     self.inner.advance(token)

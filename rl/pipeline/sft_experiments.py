@@ -401,13 +401,11 @@ def _mixed(
   Its SFT resumes from its checkpoints when cut short; a changed share trains it anew."""
   n_composed = round(share * config.budget)
   print(f"--- seed {r['seed']}: SFT on {n_composed} composed + {config.budget - n_composed} single")
-  arm_dir = seed_dir / "mixed"
-  if (arm_dir / "share.json").is_file() and json.loads(
-    (arm_dir / "share.json").read_text()
-  ) != share:
-    shutil.rmtree(arm_dir)
+  arm_dir, share_file = seed_dir / "mixed", seed_dir / "mixed" / "share.json"
+  if share_file.is_file() and json.loads(share_file.read_text()) != share:
+    shutil.rmtree(arm_dir)  # checkpoints of another share: not to resume from
   arm_dir.mkdir(parents=True, exist_ok=True)
-  (arm_dir / "share.json").write_text(json.dumps(share))
+  share_file.write_text(json.dumps(share))
   parts = [
     (seed_dir / "composed" / SFT_FILE, n_composed),
     (seed_dir / "single" / SFT_FILE, config.budget - n_composed),
