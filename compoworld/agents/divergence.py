@@ -154,7 +154,7 @@ def first_divergence(
           if name in names[matched + 1 :]
           else "other_tool"
         )
-        return {**here, "kind": kind, "got": call.get("tool")}
+        return {**here, "kind": kind, "got": call.get("tool"), "got_service": call.get("service")}
       got_args = call.get("arguments") or {}
       if not isinstance(got_args, dict):
         return {**here, "kind": "malformed_call"}
@@ -184,9 +184,11 @@ def breakdown(
   and a few examples. Also where the failures part from the path: ``path_followed``, the mean
   share of the reference's calls made before the first divergence (a pass: 1), and ``at``, the
   failures whose divergence is at the first call, at the first call into a service the path
-  has not used yet (where a composed task changes service), or later."""
+  has not used yet (where a composed task changes service), or later; and ``at_new_service``,
+  what the failures at that change of service did there (`at_new_service`)."""
   counts: Counter[str] = Counter()
   at: Counter[str] = Counter({where: 0 for where in DIVERGENCE_AT})
+  switch: Counter[str] = Counter({what: 0 for what in AT_NEW_SERVICE})
   shown: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
   samples = passed = 0
   followed = 0.0
@@ -202,7 +204,10 @@ def breakdown(
         continue
       where = first_divergence(reference, sample.get("messages") or [])
       counts[where["kind"]] += 1
-      at[divergence_at(reference, where["step"])] += 1
+      place = divergence_at(reference, where["step"])
+      at[place] += 1
+      if place == "new_service":
+        switch[at_new_service(reference, where)] += 1
       followed += where["step"] / len(reference) if reference else 1.0
       if len(shown[where["kind"]]) < examples:
         shown[where["kind"]].append({"task_id": row["task_id"], **where})
@@ -212,15 +217,17 @@ def breakdown(
     "passed": passed,
     "failed": failed,
     "path_followed": round(followed / samples, 4) if samples else 0.0,
-    "kinds": {
-      kind: {"count": counts[kind], "share": round(counts[kind] / failed, 4) if failed else 0.0}
-      for kind in KINDS
-    },
-    "at": {
-      where: {"count": n, "share": round(n / failed, 4) if failed else 0.0}
-      for where, n in at.items()
-    },
+    "kinds": _shares(Counter({kind: counts[kind] for kind in KINDS})),
+    "at": _shares(at),
+    "at_new_service": _shares(switch),
     "examples": {kind: rows for kind, rows in shown.items() if rows},
+  }
+
+
+def _shares(counts: Counter[str]) -> dict[str, dict[str, float]]:
+  total = sum(counts.values())
+  return {
+    k: {"count": n, "share": round(n / total, 4) if total else 0.0} for k, n in counts.items()
   }
 
 
@@ -238,6 +245,29 @@ def divergence_at(reference: Sequence[Mapping[str, Any]], step: int) -> str:
     return "first_call"
   used = {call["service"] for call in reference[:step]}
   return "new_service" if reference[step]["service"] not in used else "later"
+
+
+#: What a failure at the first call into a new service did there (`at_new_service`).
+AT_NEW_SERVICE = ("stayed", "new_service_other_tool", "right_tool", "other_service", "no_call")
+
+
+def at_new_service(reference: Sequence[Mapping[str, Any]], where: Mapping[str, Any]) -> str:
+  """What a failure whose divergence (``first_divergence``'s ``where``) is at the first call
+  into a new service of ``reference`` made there: a call to a service the path had already used
+  (it did not change service), another tool of the new service, the right tool with other
+  arguments, a call to a service the path never uses, or no call (an early final answer, the
+  episode's end, a malformed call)."""
+  step = where["step"]
+  if "got_service" not in where:
+    # the right tool: its arguments differ, or do not parse (a call that does not: no "tool")
+    right = "argument" in where or (where["kind"] == "malformed_call" and "tool" in where)
+    return "right_tool" if right else "no_call"
+  used = {call["service"] for call in reference[:step]}
+  if where["got_service"] in used:
+    return "stayed"
+  if where["got_service"] == reference[step]["service"]:
+    return "new_service_other_tool"
+  return "other_service"
 
 
 def markdown(
@@ -266,12 +296,17 @@ def markdown(
   lines += [
     f"| {where} | {row['count']} | {row['share']:.2f} |" for where, row in summary["at"].items()
   ]
+  switch = summary.get("at_new_service") or {}
+  if any(row["count"] for row in switch.values()):
+    lines += ["", "| at the first call into a new service, it | failures | share |"]
+    lines += ["| --- | ---: | ---: |"]
+    lines += [f"| {what} | {row['count']} | {row['share']:.2f} |" for what, row in switch.items()]
   for kind, rows in summary["examples"].items():
     lines += ["", f"## {kind}", ""]
     for r in rows:
       detail = ", ".join(
         f"{k}={json.dumps(r[k], ensure_ascii=False)[:80]}"
-        for k in ("tool", "argument", "got", "want")
+        for k in ("tool", "argument", "got", "got_service", "want")
         if k in r
       )
       lines.append(f"- {r['task_id']} (step {r['step']} of {r['calls']}): {detail}")

@@ -7,8 +7,9 @@ from ``prepared.json``.
   instance (a K = 1 composition is a service);
 - ``prepare_seen``: new instances of the service sets an arm trained on, which tell a policy
   that fails composed tasks apart from one that fails unseen compositions;
-- the subsets an arm trains on (``first_trajectories``, ``services_subset``, ``in_services``) and
-  the tokenizer every arm of a seed shares (``shared_tokenizer``).
+- the subsets an arm trains on (``first_trajectories``, ``services_subset``, ``in_services``,
+  ``mix_trajectories``), the same tasks played again with other oracle settings (``replay``),
+  and the tokenizer every arm of a seed shares (``shared_tokenizer``).
 """
 
 from __future__ import annotations
@@ -279,3 +280,24 @@ def mix_trajectories(parts: Sequence[tuple[str | Path, int]], out: Path) -> Path
   mixed = "\n".join(line for *_, line in sorted(placed, key=lambda p: p[:2]))
   (out / SFT_FILE).write_text(mixed + "\n", encoding="utf-8")
   return out / SFT_FILE
+
+
+def replay(
+  tasks_file: str | Path, out: Path, oracle: dict[str, Any], trajectories_file: str | Path = ""
+) -> dict[str, Any]:
+  """The oracle, with ``oracle``'s settings, on the tasks of ``tasks_file`` (or, given
+  ``trajectories_file``, on its trajectories' tasks in its order: the same training set played
+  another way), written to ``out`` (`collect_trajectories`); its summary. A task the oracle
+  does not solve so is an error: the arm would otherwise train on fewer trajectories."""
+  tasks = load_tasks(tasks_file)
+  if trajectories_file:
+    by_id = {t.id: t for t in tasks}
+    lines = Path(trajectories_file).read_text(encoding="utf-8").splitlines()
+    tasks = [by_id[json.loads(line)["task_id"]] for line in lines]
+  collected = collect_trajectories(tasks, out, agent_kwargs=oracle)
+  if collected["kept"] != len(tasks):
+    raise RuntimeError(
+      f"the oracle with {oracle} verified {collected['kept']} of {len(tasks)} tasks of "
+      f"{tasks_file}; see {out / TRAJECTORIES_FILE}"
+    )
+  return collected

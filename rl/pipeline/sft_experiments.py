@@ -32,7 +32,7 @@ from typing import Any
 import ml_collections
 
 from compoworld.agents.divergence import breakdown, read_results, reference_calls
-from compoworld.agents.trajectories import SFT_FILE
+from compoworld.agents.trajectories import SFT_FILE, TRAJECTORIES_FILE
 from compoworld.tasks.task import load_tasks
 from rl.pipeline.arm_data import (
   first_trajectories,
@@ -42,6 +42,7 @@ from rl.pipeline.arm_data import (
   prepare_instances,
   prepare_seen,
   prepare_single,
+  replay,
   services_subset,
   shared_tokenizer,
 )
@@ -289,8 +290,11 @@ def single_vs_composed(
 
   With ``config.mixed_share`` > 0 (and ``held_out_single``) a third arm, "mixed", trains on the
   same budget drawn from both arms' training trajectories, that share of it composed (`_mixed`),
-  and is scored on all three sets. The share is not part of the seeds' config digest: a mixed
-  arm is added to seeds saved before."""
+  and is scored on all three sets. With ``config.discovery_arm`` set (one of the oracle's
+  ``discovery`` settings other than the recipe's, e.g. ``"services"``) a fourth arm,
+  "discovery", trains on the composed arm's very tasks played with those discovery calls
+  (`_discovery`). Neither setting is part of the seeds' config digest: these arms are added to
+  seeds saved before."""
   workdir, budget = Path(workdir), config.budget
   arms = {"single": config.single_k, "composed": config.tasks.num_services}
   held_out_single = config.get("held_out_single", False)
@@ -302,6 +306,9 @@ def single_vs_composed(
       f"mixed_share must be in [0, 1) and needs held_out_single; got {mixed_share} "
       f"(held_out_single {held_out_single})"
     )
+  discovery = config.get("discovery_arm", "")
+  if discovery and not held_out_single:
+    raise ValueError(f"discovery_arm needs held_out_single; got {discovery!r}")
   metrics = dict(METRICS)
   metrics["path_followed"] = "held-out path followed"
   seen_metrics = {  # prepare_seen's tasks, scored after every seed has trained
@@ -357,7 +364,9 @@ def single_vs_composed(
         out[f"{arm}_{m}"] = [r[m]]
     return out
 
-  digest_config = {k: v for k, v in config.to_dict().items() if k != "mixed_share"}
+  digest_config = {
+    k: v for k, v in config.to_dict().items() if k not in ("mixed_share", "discovery_arm")
+  }
   results = run_seeds(one_seed, seeds, workdir, digest_config)
   for r in results:  # a seed run before the path was measured: from its saved episodes
     evals = {None: r["data_composed"]["eval_tasks_file"]}
@@ -380,15 +389,22 @@ def single_vs_composed(
         r[arm] |= score_on(config, seed_dir / arm, "seen_pairs", tasks_file)
         r |= {f"{arm}_seen_pairs_{m}": [r[arm][f"seen_pairs_{m}"]] for m in SCORES}
       (seed_dir / "result.json").write_text(json.dumps(r, indent=2, sort_keys=True) + "\n")
-  for r in results if mixed_share else ():
+  # the arms added to saved seeds: their setting, the key their result records it under
+  added = {
+    "mixed": (mixed_share, "share", _mixed),
+    "discovery": (discovery, "oracle_discovery", _discovery),
+  }
+  extra = [name for name, (setting, *_) in added.items() if setting]
+  for name, r in itertools.product(extra, results):
+    setting, key, train = added[name]
     seed_dir = workdir / f"seed_{r['seed']}"
-    if r.get("mixed", {}).get("share") != mixed_share:
-      r["mixed"] = _mixed(config, r, seed_dir, mixed_share)
-      r |= {f"mixed_{m}": [r["mixed"][m]] for m in metrics | seen_metrics}
+    if r.get(name, {}).get(key) != setting:
+      r[name] = train(config, r, seed_dir, setting)
+      r |= {f"{name}_{m}": [r[name][m]] for m in metrics | seen_metrics}
       (seed_dir / "result.json").write_text(json.dumps(r, indent=2, sort_keys=True) + "\n")
-  shown = {arm: [budget] for arm in [*arms, *(["mixed"] if mixed_share else [])]}
+  shown = {arm: [budget] for arm in [*arms, *extra]}
   summary = _finish("single vs composed", results, "budget", shown, workdir, metrics | seen_metrics)
-  return {**summary, "arms_k": arms, "mixed_share": mixed_share}
+  return {**summary, "arms_k": arms, "mixed_share": mixed_share, "discovery_arm": discovery}
 
 
 def _mixed(
@@ -429,6 +445,57 @@ def _mixed(
   services = _service_set(parts[0][0], composed["train_tasks_file"], n_composed)
   services |= _service_set(parts[1][0], single["train_tasks_file"], config.budget - n_composed)
   return {**out, "share": share, "train_services": len(services)}
+
+
+def _discovery(
+  config: ml_collections.ConfigDict, r: dict[str, Any], seed_dir: Path, discovery: str
+) -> dict[str, Any]:
+  """The discovery arm of a seed of `single_vs_composed` (``r``, its result so far): the tasks
+  of the composed arm's training trajectories, in their order, and the held-out pairs' tasks
+  (for the held-out loss) played again by the oracle with ``discovery`` calls (``"services"``:
+  one ``list_services`` first, so the episode's services and their descriptions stand in the
+  context when a composed task changes service), trained with the seed's shared tokenizer and
+  scored as the other arms. A changed setting trains it anew."""
+  recipe = oracle_kwargs(config)
+  if discovery == recipe.get("discovery", "full"):
+    raise ValueError(
+      f"discovery_arm {discovery!r} is the recipe's own: the arm is the composed one"
+    )
+  print(
+    f"--- seed {r['seed']}: SFT on the composed arm's tasks, the oracle's discovery {discovery!r}"
+  )
+  arm_dir, setting_file = seed_dir / "discovery", seed_dir / "discovery" / "discovery.json"
+  if setting_file.is_file() and json.loads(setting_file.read_text()) != discovery:
+    shutil.rmtree(arm_dir)  # checkpoints of another setting: not to resume from
+  arm_dir.mkdir(parents=True, exist_ok=True)
+  setting_file.write_text(json.dumps(discovery))
+  composed = r["data_composed"]
+  train = replay(
+    composed["train_tasks_file"],
+    arm_dir / "data" / "train",
+    {**recipe, "discovery": discovery},
+    seed_dir / "composed" / SFT_FILE,
+  )
+  replay(
+    composed["eval_tasks_file"],
+    arm_dir / "data" / "eval",
+    {**oracle_kwargs(config, True), "discovery": discovery},
+  )
+  more_evals = {
+    "single_tasks": r["data_single"]["eval_tasks_file"],
+    "seen_pairs": r["data_seen_pairs"]["eval_tasks_file"],
+  }
+  out = train_and_evaluate(
+    config,
+    arm_dir / "data" / "train" / SFT_FILE,
+    composed["eval_tasks_file"],
+    arm_dir / "data" / "eval" / TRAJECTORIES_FILE,
+    arm_dir,
+    r["seed"],
+    {"tokenizer.path": str(seed_dir / "tokenizer")},
+    more_evals,
+  )
+  return {**out, "oracle_discovery": discovery, "trajectories": train["kept"]}
 
 
 def _services_of(trajectories_file: str | Path, tasks_file: str | Path) -> int:

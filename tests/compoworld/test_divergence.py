@@ -10,10 +10,13 @@ import pytest
 
 from compoworld.agents.agent import OracleAgent
 from compoworld.agents.divergence import (
+  AT_NEW_SERVICE,
   KINDS,
+  at_new_service,
   breakdown,
   divergence_at,
   first_divergence,
+  markdown,
   oracle_calls,
   visible,
 )
@@ -168,6 +171,35 @@ def test_a_divergence_is_placed_on_the_path():
   summary = breakdown({"t": path}, results)
   assert summary["at"]["new_service"] == {"count": 1, "share": 1.0}
   assert summary["path_followed"] == 0.25
+  assert summary["at_new_service"]["no_call"] == {"count": 1, "share": 1.0}
+
+
+@pytest.mark.parametrize(
+  ("call", "what"),
+  [
+    ({"service": "ledger", "tool": "list", "arguments": {}}, "stayed"),
+    ({"service": "ledger", "tool": "send", "arguments": {}}, "stayed"),
+    ({"service": "esign", "tool": "void", "arguments": {}}, "new_service_other_tool"),
+    ({"service": "esign", "tool": "send", "arguments": {"to": "x"}}, "right_tool"),
+    ({"service": "esign", "tool": "send", "arguments": "to x"}, "right_tool"),
+    ({"service": "mail", "tool": "send", "arguments": {}}, "other_service"),
+    ("not json", "no_call"),
+  ],
+)
+def test_what_a_failure_did_where_the_path_changes_service(call, what):
+  """At the first call into a new service: kept to the service before, another tool of the
+  new one, the right tool with other arguments, a service the path never uses, or no call."""
+  path = [
+    {"service": "ledger", "tool": "get", "arguments": {}},
+    {"service": "esign", "tool": "send", "arguments": {}},
+  ]
+  messages = episode([path[0], call], "Done.")
+  assert at_new_service(path, first_divergence(path, messages)) == what
+  results = [{"task_id": "t", "samples": [{"success": False, "messages": messages}]}]
+  summary = breakdown({"t": path}, results)
+  assert list(summary["at_new_service"]) == list(AT_NEW_SERVICE)
+  assert summary["at_new_service"][what] == {"count": 1, "share": 1.0}
+  assert f"| {what} | 1 | 1.00 |" in markdown(summary)
 
 
 @pytest.fixture(scope="module")

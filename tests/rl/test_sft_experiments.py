@@ -245,6 +245,37 @@ def test_single_vs_composed_scores_both_arms_on_both_held_out_sets(tmp_path, mon
   config.mixed_share = 1.0
   with pytest.raises(ValueError, match="mixed_share"):
     sx.single_vs_composed(config, [0], tmp_path / "run")
+  # A discovery arm is added too: the composed arm's tasks, in its order, played by the oracle
+  # with one list_services call first (held-out trajectories for its loss likewise), with the
+  # seed's tokenizer, scored on all three sets; run again, it is reused.
+  config.mixed_share = 0.0
+  config.discovery_arm = "services"
+  scored.clear()
+  found = sx.single_vs_composed(config, [0], tmp_path / "run")
+  assert [t[0] for t in trained] == ["single", "composed", "mixed", "discovery"]
+  assert trained[3][1] == trained[0][1]
+  composed_rows, rows = trained[1][2], trained[3][2]
+  assert [r["task_id"] for r in rows] == [r["task_id"] for r in composed_rows]
+
+  def calls(row):
+    return [c["function"]["name"] for m in row["messages"] for c in m.get("tool_calls") or []]
+
+  for before, after in zip(composed_rows, rows, strict=True):
+    assert calls(after) == ["list_services", *calls(before)]
+  assert [s[:2] for s in scored] == [
+    ("discovery", "eval"),
+    ("discovery", "eval_single_tasks"),
+    ("discovery", "eval_seen_pairs"),
+  ]
+  arm = found["per_seed"][0]["discovery"]
+  assert arm["oracle_discovery"] == "services" and arm["trajectories"] == len(rows)
+  assert found["stats"]["discovery_pass_rate"][0]["mean"] == 0.5
+  assert found["stats"]["single_pass_rate"] == again["stats"]["single_pass_rate"]
+  sx.single_vs_composed(config, [0], tmp_path / "run")
+  assert len(trained) == 4
+  config.discovery_arm = "none"  # the recipe's own: that arm is the composed one
+  with pytest.raises(ValueError, match="is the recipe's own"):
+    sx.single_vs_composed(config, [0], tmp_path / "run")
 
 
 def test_mix_trajectories_interleaves_the_first_of_each_part(tmp_path):
