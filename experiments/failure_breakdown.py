@@ -8,7 +8,9 @@ call needs; ``--path=reference``: the task's whole reference solution), and prin
 first divergences by kind (a failed copy, a skipped step, an early final answer, ...), with
 examples, and by where they fall on the path (its first call, the first call into a service it
 has not used yet: a composed task's change of service, or later), with the mean share of the
-path followed, and writes it to ``DIR/breakdown.md``, the numbers to ``DIR/summary.json``.
+path followed and what the failures at a change of service called there (the service before,
+another tool of the new one, the right tool with other arguments, or nothing), and writes it to
+``DIR/breakdown.md``, the numbers to ``DIR/summary.json``.
 """
 
 from pathlib import Path
