@@ -100,7 +100,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     # and the rest the single arm's (e.g. 0.5), scored on all three held-out sets; added to
     # seeds saved before (rl.pipeline.sft_experiments.single_vs_composed). 0: no mixed arm.
     c.mixed_share = 0.0
-    # An oracle discovery setting other than the recipe's ("none"), e.g. "services": a fourth
+    # An oracle discovery setting other than the recipe's ("none"), e.g. "services": another
     # arm, "discovery", trains on the composed arm's tasks played with those calls (one
     # list_services first: the episode's services stand in the context) and is scored as the
     # others; added to seeds saved before. "": no such arm.

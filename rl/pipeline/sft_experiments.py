@@ -291,7 +291,7 @@ def single_vs_composed(
   With ``config.mixed_share`` > 0 (and ``held_out_single``) a third arm, "mixed", trains on the
   same budget drawn from both arms' training trajectories, that share of it composed (`_mixed`),
   and is scored on all three sets. With ``config.discovery_arm`` set (one of the oracle's
-  ``discovery`` settings other than the recipe's, e.g. ``"services"``) a fourth arm,
+  ``discovery`` settings other than the recipe's, e.g. ``"services"``) another arm,
   "discovery", trains on the composed arm's very tasks played with those discovery calls
   (`_discovery`). Neither setting is part of the seeds' config digest: these arms are added to
   seeds saved before."""
