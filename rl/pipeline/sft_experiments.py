@@ -309,6 +309,10 @@ def single_vs_composed(
   discovery = config.get("discovery_arm", "")
   if discovery and not held_out_single:
     raise ValueError(f"discovery_arm needs held_out_single; got {discovery!r}")
+  if discovery and discovery == oracle_kwargs(config).get("discovery", "full"):
+    raise ValueError(
+      f"discovery_arm {discovery!r} is the recipe's own: the arm is the composed one"
+    )
   metrics = dict(METRICS)
   metrics["path_followed"] = "held-out path followed"
   seen_metrics = {  # prepare_seen's tasks, scored after every seed has trained
@@ -417,30 +421,15 @@ def _mixed(
   Its SFT resumes from its checkpoints when cut short; a changed share trains it anew."""
   n_composed = round(share * config.budget)
   print(f"--- seed {r['seed']}: SFT on {n_composed} composed + {config.budget - n_composed} single")
-  arm_dir, share_file = seed_dir / "mixed", seed_dir / "mixed" / "share.json"
-  if share_file.is_file() and json.loads(share_file.read_text()) != share:
-    shutil.rmtree(arm_dir)  # checkpoints of another share: not to resume from
-  arm_dir.mkdir(parents=True, exist_ok=True)
-  share_file.write_text(json.dumps(share))
+  arm_dir = _arm_dir(seed_dir / "mixed", "share.json", share)
   parts = [
     (seed_dir / "composed" / SFT_FILE, n_composed),
     (seed_dir / "single" / SFT_FILE, config.budget - n_composed),
   ]
   train_file = mix_trajectories(parts, arm_dir)
   composed, single = r["data_composed"], r["data_single"]
-  more_evals = {
-    "single_tasks": single["eval_tasks_file"],
-    "seen_pairs": r["data_seen_pairs"]["eval_tasks_file"],
-  }
-  out = train_and_evaluate(
-    config,
-    train_file,
-    composed["eval_tasks_file"],
-    composed["eval_trajectories_file"],
-    arm_dir,
-    r["seed"],
-    {"tokenizer.path": str(seed_dir / "tokenizer")},
-    more_evals,
+  out = _train_added_arm(
+    config, r, seed_dir, arm_dir, train_file, composed["eval_trajectories_file"]
   )
   services = _service_set(parts[0][0], composed["train_tasks_file"], n_composed)
   services |= _service_set(parts[1][0], single["train_tasks_file"], config.budget - n_composed)
@@ -456,24 +445,15 @@ def _discovery(
   one ``list_services`` first, so the episode's services and their descriptions stand in the
   context when a composed task changes service), trained with the seed's shared tokenizer and
   scored as the other arms. A changed setting trains it anew."""
-  recipe = oracle_kwargs(config)
-  if discovery == recipe.get("discovery", "full"):
-    raise ValueError(
-      f"discovery_arm {discovery!r} is the recipe's own: the arm is the composed one"
-    )
   print(
     f"--- seed {r['seed']}: SFT on the composed arm's tasks, the oracle's discovery {discovery!r}"
   )
-  arm_dir, setting_file = seed_dir / "discovery", seed_dir / "discovery" / "discovery.json"
-  if setting_file.is_file() and json.loads(setting_file.read_text()) != discovery:
-    shutil.rmtree(arm_dir)  # checkpoints of another setting: not to resume from
-  arm_dir.mkdir(parents=True, exist_ok=True)
-  setting_file.write_text(json.dumps(discovery))
+  arm_dir = _arm_dir(seed_dir / "discovery", "discovery.json", discovery)
   composed = r["data_composed"]
   train = replay(
     composed["train_tasks_file"],
     arm_dir / "data" / "train",
-    {**recipe, "discovery": discovery},
+    {**oracle_kwargs(config), "discovery": discovery},
     seed_dir / "composed" / SFT_FILE,
   )
   replay(
@@ -481,21 +461,53 @@ def _discovery(
     arm_dir / "data" / "eval",
     {**oracle_kwargs(config, True), "discovery": discovery},
   )
+  out = _train_added_arm(
+    config,
+    r,
+    seed_dir,
+    arm_dir,
+    arm_dir / "data" / "train" / SFT_FILE,
+    arm_dir / "data" / "eval" / TRAJECTORIES_FILE,
+  )
+  return {**out, "oracle_discovery": discovery, "trajectories": train["kept"]}
+
+
+def _arm_dir(arm_dir: Path, setting_file: str, setting: Any) -> Path:
+  """An added arm's directory, emptied first when it holds another ``setting`` (its
+  checkpoints are not to resume from), with the setting saved in ``setting_file``."""
+  saved = arm_dir / setting_file
+  if saved.is_file() and json.loads(saved.read_text()) != setting:
+    shutil.rmtree(arm_dir)
+  arm_dir.mkdir(parents=True, exist_ok=True)
+  saved.write_text(json.dumps(setting))
+  return arm_dir
+
+
+def _train_added_arm(
+  config: ml_collections.ConfigDict,
+  r: dict[str, Any],
+  seed_dir: Path,
+  arm_dir: Path,
+  train_file: str | Path,
+  eval_trajectories_file: str | Path,
+) -> dict[str, Any]:
+  """An arm added to a saved seed (``r``), trained on ``train_file`` with the seed's shared
+  tokenizer and scored as the other arms: held-out pairs, held-out single-service tasks and
+  the trained pairs' new tasks."""
   more_evals = {
     "single_tasks": r["data_single"]["eval_tasks_file"],
     "seen_pairs": r["data_seen_pairs"]["eval_tasks_file"],
   }
-  out = train_and_evaluate(
+  return train_and_evaluate(
     config,
-    arm_dir / "data" / "train" / SFT_FILE,
-    composed["eval_tasks_file"],
-    arm_dir / "data" / "eval" / TRAJECTORIES_FILE,
+    train_file,
+    r["data_composed"]["eval_tasks_file"],
+    eval_trajectories_file,
     arm_dir,
     r["seed"],
     {"tokenizer.path": str(seed_dir / "tokenizer")},
     more_evals,
   )
-  return {**out, "oracle_discovery": discovery, "trajectories": train["kept"]}
 
 
 def _services_of(trajectories_file: str | Path, tasks_file: str | Path) -> int:
