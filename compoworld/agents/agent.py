@@ -19,7 +19,7 @@ import openai
 
 from compoworld.agents.detours import TRAINED, plan_detour
 from compoworld.llm import make_client, message_to_dict
-from compoworld.tasks.task import Task, needed_calls
+from compoworld.tasks.task import Task, ToolCall, needed_calls
 
 AGENTS: dict[str, Callable[..., Agent]] = {}
 # Agents that live outside this JAX-free package register when their module is first needed.
@@ -93,15 +93,24 @@ class OracleAgent(Agent):
   showed the invoice whole); ``"all"`` (the default) plays every call. ``detours`` is the
   share of tasks (drawn by task id) on which one read is first played with a wrong value that
   finds nothing, then right (``compoworld.agents.detours``): the wrong turn is marked untrained,
-  so a policy learns what to do after a read that finds nothing.
+  so a policy learns what to do after a read that finds nothing. With ``quote`` (and
+  ``narrate``) the first call made for each sentence of the instruction first quotes that
+  sentence (``Next step: "..."``), so a policy reads which tool comes next off the request's
+  own words rather than off the services it has seen together; it needs the sentences' calls
+  that the procedural author records (``task.meta["clauses"]``).
   """
 
   DISCOVERY = ("full", "services", "none")
   READS = ("all", "needed")
-  SETTINGS = ("discovery", "narrate", "reads", "detours")  # its keyword arguments (oracle_settings)
+  SETTINGS = ("discovery", "narrate", "reads", "detours", "quote")  # keyword arguments
 
   def __init__(
-    self, discovery: str = "full", narrate: bool = True, reads: str = "all", detours: float = 0.0
+    self,
+    discovery: str = "full",
+    narrate: bool = True,
+    reads: str = "all",
+    detours: float = 0.0,
+    quote: bool = False,
   ):
     if discovery not in self.DISCOVERY:
       raise ValueError(f"unknown discovery {discovery!r}; valid: {', '.join(self.DISCOVERY)}")
@@ -113,6 +122,7 @@ class OracleAgent(Agent):
     self.narrate = narrate
     self.reads = reads
     self.detours = detours
+    self.quote = quote
 
   def reset(self, task: Task) -> None:
     steps: list[tuple[str, str, dict[str, Any], bool]] = []  # (sentence, meta-tool, args, trained)
@@ -126,6 +136,8 @@ class OracleAgent(Agent):
     detour = None
     if self.detours and (rng := random.Random(f"detour:{task.id}")).random() < self.detours:
       detour = plan_detour(task, solution, rng)
+    sentence = _sentences(task) if self.quote else None
+    said = None  # the sentence quoted last
     for i, call in enumerate(solution):
       if full and call.service not in services:
         services.add(call.service)
@@ -148,9 +160,13 @@ class OracleAgent(Agent):
           )
         )
       played = [(detour.call, False)] if detour is not None and detour.index == i else []
+      quoted = ""
+      if sentence is not None and (now := sentence(call)) != said:
+        quoted, said = f'{QUOTE_PREFIX}"{now}"\n', now
       for c, trained in [*played, (call, True)]:
         arguments = {"service": c.service, "tool": c.tool, "arguments": c.arguments}
-        steps.append((f"Now I'll call {c.tool} on {c.service}.", "call_tool", arguments, trained))
+        text = f"{quoted}Now I'll call {c.tool} on {c.service}."
+        steps.append((text, "call_tool", arguments, trained))
     self._steps = steps
     self._answer = task.reference_answer or "Done: every requested step has been completed."
     self._i = 0
@@ -165,9 +181,29 @@ class OracleAgent(Agent):
     return message if trained else {**message, TRAINED: False}
 
 
+#: How a quoted sentence of the request starts (``OracleAgent(quote=True)``).
+QUOTE_PREFIX = "Next step: "
+
+
+def _sentences(task: Task) -> Callable[[ToolCall], str]:
+  """The sentence of ``task``'s instruction that asks for a reference-solution call (the call
+  itself, not a copy: ``needed_calls`` and detours keep them), from ``task.meta["clauses"]``."""
+  spans = task.meta.get("clauses")
+  if not spans:
+    raise ValueError(
+      f"task {task.id} records no sentences with their calls (meta.clauses): quoting needs "
+      "tasks of the procedural author generated since 2026-12-07; generate them again"
+    )
+  of_call: dict[int, str] = {}
+  for start, end, first, last in spans:
+    for c in task.reference_solution[first:last]:
+      of_call[id(c)] = task.instruction[start:end]
+  return lambda call: of_call[id(call)]
+
+
 def oracle_settings(block: Mapping[str, Any]) -> dict[str, Any]:
   """``OracleAgent``'s keyword arguments that a config block sets (``discovery``, ``narrate``,
-  ``reads``, ``detours``); those it leaves out keep the agent's defaults."""
+  ``reads``, ``detours``, ``quote``); those it leaves out keep the agent's defaults."""
   return {name: block[name] for name in OracleAgent.SETTINGS if name in block}
 
 

@@ -80,6 +80,7 @@ class _Writer:
   def __init__(self, ctx: AuthorContext):
     self.ctx = ctx
     self.clauses: list[str] = []
+    self.said_at: list[int] = []  # how many calls were made when each clause was said
     self.criteria: list[dict[str, Any]] = []
     self.answers: list[str] = []
     self.answer_checks: list[dict[str, Any]] = []
@@ -93,7 +94,16 @@ class _Writer:
     )
 
   def say(self, sentence: str) -> None:
+    """A clause of the instruction: it asks for the calls made since the clause before it."""
     self.clauses.append(_cap(sentence.strip()))
+    self.said_at.append(len(self.ctx.calls))
+
+  def calls_of(self, clause: int) -> tuple[int, int]:
+    """The reference solution's calls (start, end) that ``clause`` asks for; the last clause
+    also holds any call made after it was said."""
+    start = self.said_at[clause - 1] if clause else 0
+    last = clause == len(self.clauses) - 1
+    return start, len(self.ctx.calls) if last else self.said_at[clause]
 
   def segment(self) -> None:
     """Starts an independent chain: a fresh read that needs nothing said before it."""
@@ -241,8 +251,9 @@ def _facts(data: Any) -> Any:
 
 def _reordered_clauses(
   w: _Writer, s0: ComposedEnv, ctx: AuthorContext
-) -> tuple[list[str], list[int]]:
-  """The instruction's sentences with its independent chains in a shuffled order.
+) -> tuple[list[int], list[int]]:
+  """The instruction's sentences (indices into ``w.clauses``) with its independent chains in a
+  shuffled order, and that order of the chains.
 
   The revisit's chains keep their relative order and the last chain stays last (it may hold
   the final question). A new order is used only if replaying the probe's calls chain by chain
@@ -260,22 +271,37 @@ def _reordered_clauses(
     order.insert(ctx.rng.randint(0, len(order)), b)
   order.append(bounds[-1])
   walk_order = list(range(len(bounds)))
+  as_said = list(range(len(w.clauses)))
   if [b[0]["call"] for b in order] == [b[0]["call"] for b in bounds]:
-    return w.clauses, walk_order
+    return as_said, walk_order
   env = s0.fork()
   for seg, _, end in order:
     for i in range(seg["call"], end):
       c = ctx.calls[i]
       out = env.call_tool(c.service, c.tool, c.arguments)
       if not out["ok"]:
-        return w.clauses, walk_order
+        return as_said, walk_order
       is_read = not env.services[c.service].spec(c.tool).mutates
       if is_read and _facts(out["data"]) != _facts(ctx.outputs[i]):
-        return w.clauses, walk_order  # a chain reads what another writes: keep the walk's order
-  clauses = [c for seg, end, _ in order for c in w.clauses[seg["clause"] : end]]
-  if clauses and clauses[0].startswith("Also "):
-    clauses[0] = _cap(clauses[0][len("Also ") :])
+        return as_said, walk_order  # a chain reads what another writes: keep the walk's order
+  clauses = [c for seg, end, _ in order for c in range(seg["clause"], end)]
   return clauses, [bounds.index(b) for b in order]
+
+
+def _instruction(w: _Writer, order: list[int]) -> tuple[str, list[list[int]]]:
+  """The instruction: an opener, the clauses in ``order``, a closer; and where each clause
+  stands in it with the calls it asks for, ``[char_start, char_end, call_start, call_end]``."""
+  ctx = w.ctx
+  parts, spans = [ctx.choice(_OPENERS)], []
+  for i, clause in enumerate(order):
+    text = w.clauses[clause]
+    if i == 0 and text.startswith("Also "):
+      text = _cap(text[len("Also ") :])
+    at = sum(len(p) + 1 for p in parts if p)
+    parts.append(text)
+    spans.append([at, at + len(text), *w.calls_of(clause)])
+  parts.append(ctx.choice(_CLOSERS))
+  return " ".join(part for part in parts if part), spans
 
 
 def realize(
@@ -371,10 +397,8 @@ def realize(
   s0 = ComposedEnv(dict(base.services), task_services=walk.services, seed=env.seed)
   for patch in ctx.patches:
     apply_patch(s0, patch)
-  clauses, chain_order = _reordered_clauses(w, s0, ctx)
-  instruction = " ".join(
-    part for part in (ctx.choice(_OPENERS), *clauses, ctx.choice(_CLOSERS)) if part
-  )
+  order, chain_order = _reordered_clauses(w, s0, ctx)
+  instruction, clause_spans = _instruction(w, order)
   task = Task(
     id=task_id,
     instruction=instruction,
@@ -402,6 +426,9 @@ def realize(
       # the instruction's independent chains, in the order it states them (walk order = sorted)
       "chain_order": chain_order,
       "pinned_chains": [i for i, seg in enumerate(w.segments) if seg["pin"]],
+      # each sentence of the request, in its order: [char_start, char_end) in the instruction
+      # and the reference solution's calls [call_start, call_end) that it asks for
+      "clauses": clause_spans,
     },
   )
   return task

@@ -20,7 +20,9 @@ the grammar's `rl.decoding.constrained.Constraint`) and, once the turn's text st
 arguments it passes on, naming the same service and tool: the model still chooses the tool, token
 by token, among the episode's (the service is then the one that has it); the format is no longer
 its to lose. A turn that starts otherwise (a final answer, another sentence) is left as the inner
-constraint leaves it.
+constraint leaves it. A turn that quotes the request first (``OracleAgent(quote=True)``:
+``Next step: "<a sentence>"`` and a line break) is free while it quotes, and held from the
+``Now I'll call `` that follows.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from rl.decoding.symbols import text_symbols
 #: How a narrated call's sentence starts (``OracleAgent``'s narration).
 PREFIX = "Now I'll call "
 _PREFIX = tuple(text_symbols(PREFIX))
+#: How a quoted sentence of the request opens and closes, before the narrated call.
+_QUOTE = tuple(text_symbols('Next step: "'))
+_QUOTE_END = tuple(text_symbols('"\n'))
 #: Token prefixes indexed up to this many symbols (`_Index.starting_with`).
 _INDEXED = 3
 
@@ -116,7 +121,7 @@ class NarratedConstraint:
     if not self._live:
       raise ValueError("a narrated call needs (service, tool) pairs to name")
     self._text: tuple[int, ...] = ()  # the turn's symbols so far, while the narration decides
-    self._phase = "open"  # open (a prefix of PREFIX) | named | free | through
+    self._phase = "open"  # open (a prefix of PREFIX) | quote | named | free | through
 
   @property
   def holding(self) -> bool:
@@ -127,6 +132,8 @@ class NarratedConstraint:
     """bool [vocab]: the tokens the narration allows next; None when it allows every one."""
     index, text = self._index, self._text
     if self._phase == "open":
+      if not _compatible(text, _PREFIX):
+        return None  # a quote's opening, so far
       rest = _PREFIX[len(text) :]
       # Only tokens that complete the prefix and go on past it can break a narrated call.
       crossing = [i for i in index.starting_with(rest) if len(index.symbols[i]) > len(rest)]
@@ -179,11 +186,26 @@ class NarratedConstraint:
 
   def advance(self, token: int) -> None:
     self.inner.advance(token)
-    if not self.holding:
-      return
-    text = self._text + self.vocab.symbols[int(token)]
+    if self.holding or self._phase == "quote":
+      self._take(self._text + self.vocab.symbols[int(token)])
+
+  def _take(self, text: tuple[int, ...]) -> None:
+    """The turn's text since the narration began to decide (``text``): its next phase."""
+    if self._phase == "quote":
+      end = _find(text, _QUOTE_END, len(_QUOTE))
+      if end < 0:
+        self._text = text
+        return
+      self._phase, text = "open", text[end + len(_QUOTE_END) :]  # the call's sentence begins
     if self._phase == "open" and not _compatible(text, _PREFIX):
-      self._phase = "free"
+      if not _compatible(text, _QUOTE):
+        self._phase = "free"
+        return
+      if len(text) < len(_QUOTE):
+        self._text = text  # the quote's opening, so far
+        return
+      self._phase = "quote"
+      self._take(text)  # the quote may close in the same token
       return
     self._text = text
     if len(text) < len(_PREFIX):
@@ -209,6 +231,12 @@ class NarratedConstraint:
   @property
   def finished(self) -> bool:
     return self.inner.finished
+
+
+def _find(text: Sequence[int], part: Sequence[int], start: int) -> int:
+  """Where ``part`` first stands in ``text`` at or after ``start``; -1 if nowhere."""
+  n = len(part)
+  return next((i for i in range(start, len(text) - n + 1) if tuple(text[i : i + n]) == part), -1)
 
 
 def _narrowed(mask: np.ndarray, narration: np.ndarray | None) -> np.ndarray:

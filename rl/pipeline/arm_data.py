@@ -301,3 +301,44 @@ def replay(
       f"{tasks_file}; see {out / TRAJECTORIES_FILE}"
     )
   return collected
+
+
+def with_clauses(
+  config: ml_collections.ConfigDict, seed: int, k: int, tasks_files: Sequence[str | Path], out: Path
+) -> list[Path]:
+  """``tasks_files`` with each task's sentences and the calls they ask for
+  (``meta["clauses"]``, what a quoting oracle reads), in the same order. A file whose tasks
+  were saved before the generator recorded them is written anew to ``out`` (same name; the
+  tasks generated again with the config's, ``seed`` and ``k``: the generator is deterministic),
+  each task checked to be the same but for that."""
+  loaded = {Path(f): load_tasks(f) for f in tasks_files}
+  again: dict[str, Task] = {}
+  paths = []
+  for f, tasks in loaded.items():
+    if all(t.meta.get("clauses") for t in tasks):
+      paths.append(f)
+      continue
+    target = out / f.name
+    paths.append(target)
+    if target.is_file():
+      continue
+    again = again or {t.id: t for t in make_tasks(config.tasks, seed, k=k)[0]}
+    annotated = [_same_task(t, again.get(t.id), f) for t in tasks]
+    partial = target.with_suffix(".partial")
+    save_tasks(annotated, partial)
+    partial.replace(target)
+  return paths
+
+
+def _same_task(saved: Task, new: Task | None, tasks_file: Path) -> Task:
+  """``new``, the task generated again, when it is ``saved`` but for its recorded sentences."""
+  if (
+    new is None
+    or {**new.meta, "clauses": None} != {**saved.meta, "clauses": None}
+    or (new.model_dump(exclude={"meta"}) != saved.model_dump(exclude={"meta"}))
+  ):
+    raise RuntimeError(
+      f"task {saved.id} of {tasks_file} is not generated again the same: the task library "
+      "changed since it was saved; prepare the seed anew"
+    )
+  return new

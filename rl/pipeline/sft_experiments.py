@@ -45,6 +45,7 @@ from rl.pipeline.arm_data import (
   replay,
   services_subset,
   shared_tokenizer,
+  with_clauses,
 )
 from rl.pipeline.experiments import band_note, curve, describe, over_seeds, run_seeds
 from rl.pipeline.plots import bar_plot, line_plot
@@ -293,8 +294,10 @@ def single_vs_composed(
   and is scored on all three sets. With ``config.discovery_arm`` set (one of the oracle's
   ``discovery`` settings other than the recipe's, e.g. ``"services"``) another arm,
   "discovery", trains on the composed arm's very tasks played with those discovery calls
-  (`_discovery`). Neither setting is part of the seeds' config digest: these arms are added to
-  seeds saved before."""
+  (`_discovery`). With ``config.quote_arm`` another, "quote", trains on those tasks played by
+  an oracle that quotes each sentence of the request before its first call (`_quote`). None
+  of these settings is part of the seeds' config digest: these arms are added to seeds saved
+  before."""
   workdir, budget = Path(workdir), config.budget
   arms = {"single": config.single_k, "composed": config.tasks.num_services}
   held_out_single = config.get("held_out_single", False)
@@ -313,6 +316,11 @@ def single_vs_composed(
     raise ValueError(
       f"discovery_arm {discovery!r} is the recipe's own: the arm is the composed one"
     )
+  quote = config.get("quote_arm", False)
+  if quote and not held_out_single:
+    raise ValueError("quote_arm needs held_out_single")
+  if quote and oracle_kwargs(config).get("quote", False):
+    raise ValueError("quote_arm: the recipe's oracle quotes already; the arm is the composed one")
   metrics = dict(METRICS)
   metrics["path_followed"] = "held-out path followed"
   seen_metrics = {  # prepare_seen's tasks, scored after every seed has trained
@@ -368,9 +376,8 @@ def single_vs_composed(
         out[f"{arm}_{m}"] = [r[m]]
     return out
 
-  digest_config = {
-    k: v for k, v in config.to_dict().items() if k not in ("mixed_share", "discovery_arm")
-  }
+  added_settings = ("mixed_share", "discovery_arm", "quote_arm")
+  digest_config = {k: v for k, v in config.to_dict().items() if k not in added_settings}
   results = run_seeds(one_seed, seeds, workdir, digest_config)
   for r in results:  # a seed run before the path was measured: from its saved episodes
     evals = {None: r["data_composed"]["eval_tasks_file"]}
@@ -397,6 +404,7 @@ def single_vs_composed(
   added = {
     "mixed": (mixed_share, "share", _mixed),
     "discovery": (discovery, "oracle_discovery", _discovery),
+    "quote": (quote, "oracle_quote", _quote),
   }
   extra = [name for name, (setting, *_) in added.items() if setting]
   for name, r in itertools.product(extra, results):
@@ -408,7 +416,13 @@ def single_vs_composed(
       (seed_dir / "result.json").write_text(json.dumps(r, indent=2, sort_keys=True) + "\n")
   shown = {arm: [budget] for arm in [*arms, *extra]}
   summary = _finish("single vs composed", results, "budget", shown, workdir, metrics | seen_metrics)
-  return {**summary, "arms_k": arms, "mixed_share": mixed_share, "discovery_arm": discovery}
+  return {
+    **summary,
+    "arms_k": arms,
+    "mixed_share": mixed_share,
+    "discovery_arm": discovery,
+    "quote_arm": quote,
+  }
 
 
 def _mixed(
@@ -439,28 +453,58 @@ def _mixed(
 def _discovery(
   config: ml_collections.ConfigDict, r: dict[str, Any], seed_dir: Path, discovery: str
 ) -> dict[str, Any]:
-  """The discovery arm of a seed of `single_vs_composed` (``r``, its result so far): the tasks
-  of the composed arm's training trajectories, in their order, and the held-out pairs' tasks
-  (for the held-out loss) played again by the oracle with ``discovery`` calls (``"services"``:
+  """The discovery arm of a seed of `single_vs_composed` (``r``, its result so far): the
+  composed arm's tasks played again by the oracle with ``discovery`` calls (``"services"``:
   one ``list_services`` first, so the episode's services and their descriptions stand in the
-  context when a composed task changes service), trained with the seed's shared tokenizer and
-  scored as the other arms. A changed setting trains it anew."""
+  context when a composed task changes service; `_replayed_arm`)."""
   print(
     f"--- seed {r['seed']}: SFT on the composed arm's tasks, the oracle's discovery {discovery!r}"
   )
   arm_dir = _arm_dir(seed_dir / "discovery", "discovery.json", discovery)
   composed = r["data_composed"]
+  files = (composed["train_tasks_file"], composed["eval_tasks_file"])
+  out = _replayed_arm(config, r, seed_dir, arm_dir, files, {"discovery": discovery})
+  return {**out, "oracle_discovery": discovery}
+
+
+def _quote(
+  config: ml_collections.ConfigDict, r: dict[str, Any], seed_dir: Path, quote: bool
+) -> dict[str, Any]:
+  """The quote arm of a seed of `single_vs_composed`: the composed arm's tasks played again
+  by the oracle quoting, before the first call for each sentence of the request, that
+  sentence (``OracleAgent(quote=True)``), so the next tool is read off the request's words,
+  not off the pair of services (`_replayed_arm`). Tasks saved before the generator recorded
+  their sentences are generated again for them (`with_clauses`)."""
+  print(f"--- seed {r['seed']}: SFT on the composed arm's tasks, each sentence quoted first")
+  arm_dir = _arm_dir(seed_dir / "quote", "quote.json", quote)
+  composed = r["data_composed"]
+  files = [composed["train_tasks_file"], composed["eval_tasks_file"]]
+  k = config.tasks.num_services
+  files = with_clauses(config, r["seed"], k, files, arm_dir / "data" / "tasks")
+  out = _replayed_arm(config, r, seed_dir, arm_dir, files, {"quote": quote})
+  return {**out, "oracle_quote": quote}
+
+
+def _replayed_arm(
+  config: ml_collections.ConfigDict,
+  r: dict[str, Any],
+  seed_dir: Path,
+  arm_dir: Path,
+  tasks_files: Sequence[str | Path],
+  oracle: dict[str, Any],
+) -> dict[str, Any]:
+  """An arm on the composed arm's very training tasks, in its order, and its held-out pairs'
+  tasks (for the held-out loss), ``tasks_files`` (train, eval), played again by the oracle
+  with the recipe's settings changed by ``oracle``; trained with the seed's shared tokenizer
+  and scored as the other arms."""
+  train_tasks, eval_tasks = tasks_files
   train = replay(
-    composed["train_tasks_file"],
+    train_tasks,
     arm_dir / "data" / "train",
-    {**oracle_kwargs(config), "discovery": discovery},
+    {**oracle_kwargs(config), **oracle},
     seed_dir / "composed" / SFT_FILE,
   )
-  replay(
-    composed["eval_tasks_file"],
-    arm_dir / "data" / "eval",
-    {**oracle_kwargs(config, True), "discovery": discovery},
-  )
+  replay(eval_tasks, arm_dir / "data" / "eval", {**oracle_kwargs(config, True), **oracle})
   out = _train_added_arm(
     config,
     r,
@@ -469,7 +513,7 @@ def _discovery(
     arm_dir / "data" / "train" / SFT_FILE,
     arm_dir / "data" / "eval" / TRAJECTORIES_FILE,
   )
-  return {**out, "oracle_discovery": discovery, "trajectories": train["kept"]}
+  return {**out, "trajectories": train["kept"]}
 
 
 def _arm_dir(arm_dir: Path, setting_file: str, setting: Any) -> Path:

@@ -122,6 +122,34 @@ def test_instructions_vary_the_order_of_independent_chains(batch):
   assert shuffled >= len(tasks) // 4
 
 
+def test_each_sentence_of_the_instruction_records_the_calls_it_asks_for(batch):
+  """``meta["clauses"]``: the request's sentences in its order, between an opener and a
+  closer, that between them ask for every call of the reference solution once, a chain's
+  calls in one run; a reordered instruction states a later chain's calls first."""
+  tasks, _ = batch
+  reordered = 0
+  for task in tasks:
+    spans, text = task.meta["clauses"], task.instruction
+    sentences = [text[a:b] for a, b, _, _ in spans]
+    assert all(s[:1].isupper() and s[-1] in ".?" for s in sentences), sentences
+    assert [a for a, *_ in spans] == sorted(a for a, *_ in spans)
+    opener, closer = text[: spans[0][0]], text[spans[-1][1] :]
+    assert text == opener + " ".join(sentences) + closer and opener[-2:] in (". ", "? ")
+    asked = sorted(i for *_, first, last in spans for i in range(first, last))
+    assert asked == list(range(len(task.reference_solution)))
+    firsts = [first for *_, first, last in spans if last > first]
+    reordered += firsts != sorted(firsts)
+  assert reordered >= len(tasks) // 4  # as often as the chains' order changes (test above)
+  golden = tasks[0]  # seed 7's first task: a sentence and the tools of its calls
+  first, *_ = golden.meta["clauses"]
+  tools = [c.tool for c in golden.reference_solution[first[2] : first[3]]]
+  assert (golden.instruction[first[0] : first[1]], tools) == (
+    'Check the customer company behind the "API returns 429 errors (Juniper quarterly '
+    'planning)" ticket.',
+    ["search_tickets", "get_ticket"],
+  )
+
+
 def test_a_crashing_facet_costs_a_candidate_not_the_run(monkeypatch):
   import collections
 

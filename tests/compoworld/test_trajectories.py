@@ -224,3 +224,36 @@ def test_an_unnarrated_oracle_makes_the_same_calls_with_the_call_as_the_whole_tu
       return [c["function"] for m in traj.messages for c in m.get("tool_calls") or []]
 
     assert calls(plain) == calls(narrated)
+
+
+def test_a_quoting_oracle_quotes_each_sentence_before_its_first_call(tasks):
+  """``quote=True``: the first call made for each sentence of the request opens with that
+  sentence, quoted whole; the calls and the verdict are the plain oracle's; a task without
+  recorded sentences (an LLM author's, or one saved before they were) is a clear error."""
+  from compoworld.agents.agent import QUOTE_PREFIX
+
+  for task in tasks:
+    plain, _ = run_episode(OracleAgent(discovery="none"), task)
+    quoting, _ = run_episode(OracleAgent(discovery="none", quote=True), task)
+    assert quoting.result.success
+    calling = [m for m in quoting.messages if m.get("tool_calls")]
+    assert [m["tool_calls"] for m in calling] == [
+      m["tool_calls"] for m in plain.messages if m.get("tool_calls")
+    ]
+    quoted = [m["content"] for m in calling if m["content"].startswith(QUOTE_PREFIX)]
+    spans = task.meta["clauses"]
+    with_calls = [task.instruction[a:b] for a, b, first, last in spans if last > first]
+    assert sorted(q[len(QUOTE_PREFIX) + 1 : q.index('"\n')] for q in quoted) == sorted(with_calls)
+    for a, b, first, last in spans:  # the quote stands at the sentence's first call
+      if last > first:
+        call = json.loads(calling[first]["tool_calls"][0]["function"]["arguments"])
+        assert call["tool"] == task.reference_solution[first].tool
+        assert calling[first]["content"] == (
+          f'{QUOTE_PREFIX}"{task.instruction[a:b]}"\nNow I\'ll call {call["tool"]} on '
+          f"{call['service']}."
+        )
+  bare = tasks[0].model_copy(
+    update={"meta": {k: v for k, v in tasks[0].meta.items() if k != "clauses"}}
+  )
+  with pytest.raises(ValueError, match="records no sentences"):
+    OracleAgent(quote=True).reset(bare)

@@ -156,6 +156,35 @@ def test_a_turn_that_names_no_call_is_left_free():
   assert not c.holding
 
 
+def test_a_quoted_sentence_is_free_and_the_call_after_it_is_held():
+  """``Next step: "..."`` and a line break (the quoting oracle's turn): the quote is free text,
+  even where it says "Now I'll call" or closes in the token that starts the call's sentence;
+  the narrated call after it is held as ever."""
+  vocab = toy_vocab()
+  c = NarratedConstraint(Free(vocab.size), vocab, PAIRS)
+  quote = 'Next step: "Now I\'ll call the answer on expenses."\n'
+  for token in tokens_of(vocab, quote):
+    assert c.allowed().all()  # quoting: nothing held
+    c.advance(token)
+  wanted = tokens_of(vocab, 'Now I\'ll call make_offer on expenses.\n{"name": ')
+  text = text_of(vocab, greedy(c, vocab, wanted, 120))
+  assert text.startswith(narrated_call("recruiting", "make_offer")) and not c.holding
+  # The closing quote, the line break and the sentence's first word in one token ('"\nNow').
+  wide = Vocabulary([*vocab.symbols, tuple(b'"\nNow')])
+  c = NarratedConstraint(Free(wide.size), wide, PAIRS)
+  for token in [*tokens_of(vocab, 'Next step: "The answer.'), wide.size - 1]:
+    c.advance(token)
+  for token in tokens_of(vocab, " I'll call "):
+    c.advance(token)
+  allowed = {text_of(vocab, [i]) for i in np.flatnonzero(c.allowed()) if i < vocab.size}
+  assert c.holding and {"m", "l", "a"} <= allowed and "x" not in allowed
+  # A turn that starts like a quote and is not one is free, as any other text.
+  c = NarratedConstraint(Free(vocab.size), vocab, PAIRS)
+  for token in tokens_of(vocab, "Next time"):
+    c.advance(token)
+  assert not c.holding and c.allowed().all()
+
+
 def test_the_mask_never_empties_and_copies_are_independent():
   vocab = toy_vocab()
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from compoworld.tasks.task import load_tasks
+from compoworld.tasks.task import load_tasks, save_tasks
 from configs.experiments import get_config
 from rl.pipeline.arm_data import (
   prepare,
@@ -276,6 +276,37 @@ def test_single_vs_composed_scores_both_arms_on_both_held_out_sets(tmp_path, mon
   config.discovery_arm = "none"  # the recipe's own: that arm is the composed one
   with pytest.raises(ValueError, match="is the recipe's own"):
     sx.single_vs_composed(config, [0], tmp_path / "run")
+  # A quote arm: the same tasks played by an oracle quoting each sentence before its first
+  # call. The saved seed's task files predate the recorded sentences (stripped here): the
+  # tasks are generated again for them, checked to be the same, and the saved files kept.
+  config.discovery_arm = ""
+  config.quote_arm = True
+  composed_files = [seed["data_composed"][f] for f in ("train_tasks_file", "eval_tasks_file")]
+  for f in composed_files:
+    bare = [t.model_copy(update={"meta": {**t.meta, "clauses": []}}) for t in load_tasks(f)]
+    save_tasks(bare, f)
+  before = [Path(f).read_bytes() for f in composed_files]
+  scored.clear()
+  quoting = sx.single_vs_composed(config, [0], tmp_path / "run")
+  assert [t[0] for t in trained][-1] == "quote" and trained[-1][1] == trained[0][1]
+  rows = trained[-1][2]
+  assert [r["task_id"] for r in rows] == [r["task_id"] for r in composed_rows]
+  for before_row, after in zip(composed_rows, rows, strict=True):
+    assert calls(after) == calls(before_row)
+    said = [m["content"] for m in after["messages"] if m.get("tool_calls")]
+    plain = [m["content"] for m in before_row["messages"] if m.get("tool_calls")]
+    quote, _, rest = said[0].partition('"\n')  # the first turn quotes its sentence first
+    assert quote.startswith('Next step: "') and rest == plain[0]
+    assert all(a == b or a.endswith(f'"\n{b}') for a, b in zip(said, plain, strict=True))
+  assert [s[:2] for s in scored] == [
+    ("quote", "eval"),
+    ("quote", "eval_single_tasks"),
+    ("quote", "eval_seen_pairs"),
+  ]
+  assert quoting["per_seed"][0]["quote"]["oracle_quote"] is True
+  assert [Path(f).read_bytes() for f in composed_files] == before
+  sx.single_vs_composed(config, [0], tmp_path / "run")
+  assert [t[0] for t in trained].count("quote") == 1
 
 
 def test_mix_trajectories_interleaves_the_first_of_each_part(tmp_path):
@@ -295,3 +326,25 @@ def test_mix_trajectories_interleaves_the_first_of_each_part(tmp_path):
   ]
   with pytest.raises(ValueError, match="holds 5 trajectories; the mix needs 6"):
     mix_trajectories([(a, 6)], tmp_path / "mix")
+
+
+def test_with_clauses_takes_the_sentences_from_the_same_tasks_generated_again(tmp_path):
+  """Tasks saved without their recorded sentences get them from the generator run again; a
+  saved task the generator no longer makes (the library changed) is an error, not a guess."""
+  from rl.pipeline.arm_data import with_clauses
+  from rl.pipeline.run import make_tasks
+
+  config = get_config("single_vs_composed")
+  config.tasks.num_tasks, config.tasks.workers = 6, 1
+  tasks, _ = make_tasks(config.tasks, 0, k=2)
+  bare = [t.model_copy(update={"meta": {**t.meta, "clauses": []}}) for t in tasks[1:4]]
+  save_tasks(bare, tmp_path / "saved" / "train.jsonl")
+  save_tasks(tasks[:2], tmp_path / "saved" / "eval.jsonl")  # has them: kept as it is
+  files = [tmp_path / "saved" / "train.jsonl", tmp_path / "saved" / "eval.jsonl"]
+  out = with_clauses(config, 0, 2, files, tmp_path / "out")
+  assert out == [tmp_path / "out" / "train.jsonl", files[1]]
+  assert load_tasks(out[0]) == tasks[1:4]
+  changed = bare[0].model_copy(update={"instruction": bare[0].instruction + " Now."})
+  save_tasks([changed], tmp_path / "saved" / "other.jsonl")
+  with pytest.raises(RuntimeError, match="not generated again the same"):
+    with_clauses(config, 0, 2, [tmp_path / "saved" / "other.jsonl"], tmp_path / "out")
