@@ -28,6 +28,12 @@ _DISCOVERY = flags.DEFINE_enum(
 _NARRATE = flags.DEFINE_bool(
   "narrate", True, "--agent=oracle: a sentence naming each call before it (else the call alone)."
 )
+_QUOTE = flags.DEFINE_bool(
+  "quote",
+  False,
+  "--agent=oracle: quote each sentence of the request before its first call (with --narrate; "
+  "tasks of the procedural author, which record their sentences' calls).",
+)
 _READS = flags.DEFINE_enum(
   "reads",
   "all",
@@ -44,7 +50,12 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/trajectories", "Where the files 
 
 def main(argv):
   del argv
-  kwargs = {"discovery": _DISCOVERY.value, "narrate": _NARRATE.value, "reads": _READS.value}
+  kwargs = {
+    "discovery": _DISCOVERY.value,
+    "narrate": _NARRATE.value,
+    "reads": _READS.value,
+    "quote": _QUOTE.value,
+  }
   if _AGENT.value == "openai":
     kwargs = {"model": _MODEL.value, "base_url": _BASE_URL.value, "temperature": _TEMPERATURE.value}
   summary = collect_trajectories(

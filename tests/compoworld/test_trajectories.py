@@ -175,6 +175,22 @@ def test_collect_trajectories_script(tasks, tmp_path):
   assert summary["kept"] == 2 and summary["rejected"] == 0
   assert json.loads((tmp_path / "run" / "summary.json").read_text()) == summary
   assert len(load_trajectories(tmp_path / "run" / "sft.jsonl")) == 2
+  subprocess.run(  # the quoting oracle (OracleAgent quote)
+    [
+      sys.executable,
+      "-m",
+      "experiments.collect_trajectories",
+      f"--tasks={tmp_path / 'tasks.jsonl'}",
+      "--discovery=none",
+      "--quote",
+      f"--workdir={tmp_path / 'quoted'}",
+    ],
+    capture_output=True,
+    check=True,
+  )
+  for row in load_trajectories(tmp_path / "quoted" / "sft.jsonl"):
+    first = next(m for m in row["messages"] if m["role"] == "assistant")
+    assert first["content"].startswith('Next step: "'), first
 
 
 def test_episodes_cut_by_max_turns_are_rejected(tasks, tmp_path):
