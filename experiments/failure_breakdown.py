@@ -9,7 +9,8 @@ first divergences by kind (a failed copy, a skipped step, an early final answer,
 examples, and by where they fall on the path (its first call, the first call into a service it
 has not used yet: a composed task's change of service, or later), with the mean share of the
 path followed and what the failures at a change of service called there (the service before,
-another tool of the new one, the right tool with other arguments, or nothing), and writes it to
+another tool of the new one, the right tool with other arguments, or nothing), with
+``--quote`` which sentence of the request a quoting policy was on there, and writes it to
 ``DIR/breakdown.md``, the numbers to ``DIR/summary.json``.
 """
 
@@ -37,6 +38,12 @@ _DISCOVERY = flags.DEFINE_enum(
   "discovery", "none", list(OracleAgent.DISCOVERY), "--path=oracle: its discovery calls."
 )
 _READS = flags.DEFINE_enum("reads", "needed", list(OracleAgent.READS), "--path=oracle: its reads.")
+_QUOTE = flags.DEFINE_bool(
+  "quote",
+  False,
+  "--path=oracle: it quotes each sentence of the request (a quoting policy's episodes: which "
+  "sentence it was on where it left the path; tasks that record their sentences).",
+)
 _WORKDIR = flags.DEFINE_string(
   "workdir", "runs/failure_breakdown", "Where breakdown.md and summary.json go."
 )
@@ -51,7 +58,7 @@ def main(argv):
   if not results.exists():
     raise FileNotFoundError(f"--results: {results} does not exist")
   rows = read_results(results)
-  oracle = {"discovery": _DISCOVERY.value, "reads": _READS.value}
+  oracle = {"discovery": _DISCOVERY.value, "reads": _READS.value, "quote": _QUOTE.value}
   references = reference_calls(_TASKS.value, rows, oracle if _PATH.value == "oracle" else None)
   summary = breakdown(references, rows, examples=_EXAMPLES.value)
   text = markdown(summary, title=f"Where failed episodes leave the oracle's path: {results}")

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from compoworld.agents.agent import OracleAgent
+from compoworld.agents.agent import QUOTE_PREFIX, OracleAgent
 from compoworld.agents.episode import run_episode
 from compoworld.agents.trajectories import tool_steps
 from compoworld.jsonl import read_lines
@@ -73,11 +73,26 @@ def visible(value: Any, text: str) -> bool:
 
 def oracle_calls(task: Task, **oracle_settings: Any) -> list[dict[str, Any]]:
   """The ``call_tool`` calls (``service``, ``tool``, ``arguments``) of the oracle's episode on
-  ``task``, played with ``oracle_settings`` (``OracleAgent``'s ``discovery``, ``reads``)."""
+  ``task``, played with ``oracle_settings`` (``OracleAgent``'s ``discovery``, ``reads``,
+  ``quote``); a quoting oracle's also hold the ``sentence`` of the request each one serves."""
   traj, _ = run_episode(OracleAgent(**oracle_settings), task)
   if not traj.result.success:
     raise ValueError(f"the oracle does not solve task {task.id!r} with {oracle_settings}")
-  return [step["arguments"] for step in tool_steps(traj.messages) if step["name"] == "call_tool"]
+  calls, sentence = [], None
+  for message in traj.messages:
+    sentence = quoted(_text(message)) or sentence
+    for call in message.get("tool_calls") or []:
+      if call["function"]["name"] == "call_tool":
+        arguments = json.loads(call["function"]["arguments"])
+        calls.append({**arguments, "sentence": sentence} if sentence else arguments)
+  return calls
+
+
+def quoted(text: str) -> str | None:
+  """The sentence a turn quotes (``OracleAgent(quote=True)``'s ``Next step: "..."``), if any."""
+  if not text.startswith(QUOTE_PREFIX + '"') or '"\n' not in text:
+    return None
+  return text[len(QUOTE_PREFIX) + 1 : text.index('"\n')]
 
 
 def read_results(path: str | Path) -> list[dict[str, Any]]:
@@ -130,6 +145,8 @@ def first_divergence(
       continue
     if message.get("role") != "assistant":
       continue
+    if said := quoted(_text(message)):  # a quoting policy's: the sentence it is on, so far
+      out["said"] = said
     if not message.get("tool_calls"):  # a final answer
       kind = "after_reference" if matched == len(reference) else "ended_early"
       return {**out, "kind": kind, "step": matched}
@@ -189,6 +206,7 @@ def breakdown(
   counts: Counter[str] = Counter()
   at: Counter[str] = Counter({where: 0 for where in DIVERGENCE_AT})
   switch: Counter[str] = Counter({what: 0 for what in AT_NEW_SERVICE})
+  quotes = {place: Counter({q: 0 for q in QUOTED}) for place in ("all", "new_service")}
   shown: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
   samples = passed = 0
   followed = 0.0
@@ -208,6 +226,11 @@ def breakdown(
       at[place] += 1
       if place == "new_service":
         switch[at_new_service(reference, where)] += 1
+      if where["step"] < len(reference) and "sentence" in reference[where["step"]]:
+        messages = sample.get("messages") or [{}, {}]
+        said = quoted_what(reference[where["step"]]["sentence"], where, _text(messages[1]))
+        for counted in ("all", place) if place == "new_service" else ("all",):
+          quotes[counted][said] += 1
       followed += where["step"] / len(reference) if reference else 1.0
       if len(shown[where["kind"]]) < examples:
         shown[where["kind"]].append({"task_id": row["task_id"], **where})
@@ -220,6 +243,8 @@ def breakdown(
     "kinds": _shares(Counter({kind: counts[kind] for kind in KINDS})),
     "at": _shares(at),
     "at_new_service": _shares(switch),
+    # a quoting policy's: the sentence it was on where it leaves the path (`quoted_what`)
+    "quoted": {place: _shares(c) for place, c in quotes.items() if sum(c.values())},
     "examples": {kind: rows for kind, rows in shown.items() if rows},
   }
 
@@ -270,6 +295,28 @@ def at_new_service(reference: Sequence[Mapping[str, Any]], where: Mapping[str, A
   return "other_service"
 
 
+#: The sentence a quoting policy was on where it leaves the path (`quoted_what`).
+QUOTED = ("right_sentence", "other_sentence", "not_a_sentence", "no_quote")
+
+
+def quoted_what(sentence: str, where: Mapping[str, Any], instruction: str) -> str:
+  """What a quoting policy last quoted up to the turn that leaves the path (``where``'s
+  ``said``: the step of the request it was on), against the ``sentence`` the path's call there
+  serves: that sentence (it read the step right and wrote another call), another sentence of
+  the ``instruction``, text that is not one of its sentences, or nothing yet."""
+  said = where.get("said")
+  if said is None:
+    return "no_quote"
+  if said == sentence:
+    return "right_sentence"
+  at = instruction.find(said) if said else -1
+  whole = at >= 0 and said[-1] in ".?!" and (at == 0 or instruction[at - 2 : at] in _ENDS)
+  return "other_sentence" if whole else "not_a_sentence"
+
+
+_ENDS = (". ", "? ", "! ")  # what stands before a sentence of an instruction
+
+
 def markdown(
   summary: Mapping[str, Any], title: str = "Where failed episodes leave the oracle's path"
 ) -> str:
@@ -301,6 +348,11 @@ def markdown(
     lines += ["", "| at the first call into a new service, it | failures | share |"]
     lines += ["| --- | ---: | ---: |"]
     lines += [f"| {what} | {row['count']} | {row['share']:.2f} |" for what, row in switch.items()]
+  names = {"all": "failures", "new_service": "at the first call into a new service"}
+  for place, rows in (summary.get("quoted") or {}).items():
+    lines += ["", f"| the sentence it was on ({names[place]}) | failures | share |"]
+    lines += ["| --- | ---: | ---: |"]
+    lines += [f"| {what} | {row['count']} | {row['share']:.2f} |" for what, row in rows.items()]
   for kind, rows in summary["examples"].items():
     lines += ["", f"## {kind}", ""]
     for r in rows:

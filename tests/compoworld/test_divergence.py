@@ -18,6 +18,7 @@ from compoworld.agents.divergence import (
   first_divergence,
   markdown,
   oracle_calls,
+  quoted_what,
   visible,
 )
 from compoworld.agents.episode import run_episode
@@ -256,3 +257,45 @@ def test_the_script_prints_and_writes_the_breakdown(tasks, tmp_path):
   summary = json.loads((out / "summary.json").read_text())
   assert summary["kinds"]["ended_early"]["count"] == 1
   assert summary["examples"]["ended_early"][0]["task_id"] == tasks[3].id
+
+
+def test_which_sentence_a_quoting_policy_was_on_where_it_left_the_path(tasks):
+  """A quoting oracle's calls carry the sentence each serves; a failed episode is matched with
+  the sentence it last quoted: the right one (the tool was wrong), another sentence of the
+  request, a passage that is no sentence of it, or none."""
+  task = next(t for t in tasks if len({s[2] for s in t.meta["clauses"]}) > 1)
+  path = oracle_calls(task, discovery="none", quote=True)
+  sentences = [task.instruction[a:b] for a, b, first, last in task.meta["clauses"] if last > first]
+  assert {c["sentence"] for c in path} == set(sentences)
+  traj, _ = run_episode(OracleAgent(discovery="none", quote=True), task)
+  turns = [i for i, m in enumerate(traj.messages) if m.get("tool_calls")]
+  cut = turns[1]  # the second call goes to another tool, after the turn's own text
+  other = next(s for s in sentences if s != path[1]["sentence"])
+  cases = {
+    "right_sentence": None,  # the turn as the oracle said it (a quote, or the one before it)
+    "other_sentence": f'Next step: "{other}"\nNow I\'ll call x on y.',
+    "not_a_sentence": 'Next step: "Do it all."\nNow I\'ll call x on y.',
+  }
+  rows = []
+  for what, text in cases.items():
+    messages = [dict(m) for m in traj.messages[: cut + 1]]
+    wrong = {"service": path[1]["service"], "tool": "no_such_tool", "arguments": {}}
+    messages[cut]["tool_calls"] = [
+      {"id": "c", "function": {"name": "call_tool", "arguments": json.dumps(wrong)}}
+    ]
+    if text is not None:
+      messages[cut]["content"] = text
+    where = first_divergence(path, messages)
+    assert where["step"] == 1 and quoted_what(path[1]["sentence"], where, task.instruction) == what
+    rows.append({"task_id": task.id, "samples": [{"success": False, "messages": messages}]})
+  plain, _ = run_episode(OracleAgent(discovery="none"), task)  # no quote anywhere
+  messages = [dict(m) for m in plain.messages[: turns[1] + 1]]
+  messages[turns[1]] = {**messages[turns[1]], "tool_calls": [], "content": "Done."}
+  rows.append({"task_id": task.id, "samples": [{"success": False, "messages": messages}]})
+  summary = breakdown({task.id: path}, rows)
+  assert {k: v["count"] for k, v in summary["quoted"]["all"].items()} == dict.fromkeys(
+    ("right_sentence", "other_sentence", "not_a_sentence", "no_quote"), 1
+  )
+  assert "| right_sentence | 1 | 0.25 |" in markdown(summary)
+  bare = [{k: v for k, v in c.items() if k != "sentence"} for c in path]  # no quoting oracle
+  assert breakdown({task.id: bare}, rows)["quoted"] == {}
