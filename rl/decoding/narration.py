@@ -21,14 +21,17 @@ arguments it passes on, naming the same service and tool: the model still choose
 by token, among the episode's (the service is then the one that has it); the format is no longer
 its to lose. A turn that starts otherwise (a final answer, another sentence) is left as the inner
 constraint leaves it. A turn that quotes the request first (``OracleAgent(quote=True)``:
-``Next step: "<a sentence>"`` and a line break) is free while it quotes, and held from the
-``Now I'll call `` that follows.
+``Next step: "<a sentence>"`` and a line break) is held from the ``Now I'll call `` that
+follows; given the instruction's ``sentences`` (`instruction_sentences`), the quote is held to
+one of them, copied whole (a quoting policy that has not seen the pair often writes the right
+sentence with another opening word, or loses it halfway); without, it is free.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -102,6 +105,24 @@ def _texts(pairs: frozenset[tuple[str, str]]) -> tuple[tuple[int, ...], ...]:
   return tuple(tuple(text_symbols(narrated_call(s, t))) for s, t in sorted(pairs))
 
 
+@functools.lru_cache(maxsize=64)
+def _quotes(sentences: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
+  return tuple(tuple(text_symbols(f'Next step: "{s}"\n')) for s in dict.fromkeys(sentences))
+
+
+def instruction_sentences(context: bytes | str) -> list[str]:
+  """The sentences of a conversation's instruction (its first user turn, as the chat format
+  renders it): what a quoting policy may quote."""
+  text = context.decode(errors="replace") if isinstance(context, bytes) else context
+  head = "<|im_start|>user\n"
+  start = text.find(head)
+  if start < 0:
+    return []
+  end = text.find("<|im_end|>", start)
+  instruction = text[start + len(head) : end if end >= 0 else len(text)]
+  return [s for s in re.split(r"(?<=[.?!])\s+(?=[A-Z])", instruction.strip()) if s]
+
+
 def _compatible(a: Sequence[int], b: Sequence[int]) -> bool:
   """Whether one of ``a`` and ``b`` is a prefix of the other."""
   n = min(len(a), len(b))
@@ -114,26 +135,33 @@ class NarratedConstraint:
   the inner constraint: ``allowed``, ``advance``, ``best``, ``proposal`` / ``admits``,
   ``copy``, ``finished``."""
 
-  def __init__(self, inner: Any, vocab: Vocabulary, pairs: Iterable[tuple[str, str]]):
+  def __init__(
+    self,
+    inner: Any,
+    vocab: Vocabulary,
+    pairs: Iterable[tuple[str, str]],
+    sentences: Iterable[str] = (),
+  ):
     self.inner, self.vocab = inner, vocab
     self._index = _index(vocab)
     self._live = _texts(frozenset(pairs))  # the narrated calls the turn's text can still be
     if not self._live:
       raise ValueError("a narrated call needs (service, tool) pairs to name")
+    self._quotes = _quotes(tuple(sentences))  # the quotes it may write (none: any)
     self._text: tuple[int, ...] = ()  # the turn's symbols so far, while the narration decides
     self._phase = "open"  # open (a prefix of PREFIX) | quote | named | free | through
 
   @property
   def holding(self) -> bool:
     """True while the narration still decides what the next token may be."""
-    return self._phase in ("open", "named")
+    return self._phase in ("open", "named") or (self._phase == "quote" and bool(self._quotes))
 
   def _narration_mask(self) -> np.ndarray | None:
     """bool [vocab]: the tokens the narration allows next; None when it allows every one."""
     index, text = self._index, self._text
+    if self._phase == "quote" or (self._phase == "open" and not _compatible(text, _PREFIX)):
+      return self._mask_to([c for c in self._quotes if _compatible(c, text)])
     if self._phase == "open":
-      if not _compatible(text, _PREFIX):
-        return None  # a quote's opening, so far
       rest = _PREFIX[len(text) :]
       # Only tokens that complete the prefix and go on past it can break a narrated call.
       crossing = [i for i in index.starting_with(rest) if len(index.symbols[i]) > len(rest)]
@@ -143,9 +171,15 @@ class NarratedConstraint:
       mask = np.ones(index.size, bool)
       mask[bad] = False
       return mask
-    mask = np.zeros(index.size, bool)
-    for rest in {c[len(text) :] for c in self._live}:
-      mask[index.fitting(rest)] = True
+    return self._mask_to(self._live)
+
+  def _mask_to(self, texts: Sequence[tuple[int, ...]]) -> np.ndarray | None:
+    """The tokens that keep the turn's text on the way to one of ``texts`` (None: no text)."""
+    if not texts:
+      return None
+    mask = np.zeros(self._index.size, bool)
+    for rest in {c[len(self._text) :] for c in texts}:
+      mask[self._index.fitting(rest)] = True
     return mask
 
   def _fits(self, text: tuple[int, ...]) -> bool:

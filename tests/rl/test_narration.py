@@ -185,6 +185,48 @@ def test_a_quoted_sentence_is_free_and_the_call_after_it_is_held():
   assert not c.holding and c.allowed().all()
 
 
+def test_a_quote_given_the_instructions_sentences_is_one_of_them_whole():
+  """The quoting policy's held-out habit: the right sentence with another opening word, or a
+  sentence lost halfway. Given the instruction's sentences the quote is one of them, copied to
+  its end; then the narrated call is held as ever."""
+  from rl.decoding.narration import instruction_sentences
+
+  context = (
+    "<|im_start|>system\nTools.<|im_end|>\n<|im_start|>user\nHi! Find the offer. "
+    "With that, make the offer on expenses. Thanks!<|im_end|>\n<|im_start|>assistant\n"
+  )
+  sentences = instruction_sentences(context.encode())
+  assert sentences == [
+    "Hi!",
+    "Find the offer.",
+    "With that, make the offer on expenses.",
+    "Thanks!",
+  ]
+  vocab = toy_vocab()
+  c = NarratedConstraint(Free(vocab.size), vocab, PAIRS, sentences)
+  habit = tokens_of(vocab, 'Next step: "Now, make the offer on expenses."\nNow')
+  out = []
+  while '"\n' not in text_of(vocab, out):  # greedy, one token at a time, to the quote's end
+    out += greedy(c, vocab, habit[len(out) :], 1)
+    assert len(out) < 80
+  quote = text_of(vocab, out).partition('"\n')[0]
+  assert quote.startswith('Next step: "') and quote[12:] in sentences, quote
+  free = NarratedConstraint(Free(vocab.size), vocab, PAIRS)  # no sentences: the habit's quote
+  assert text_of(vocab, greedy(free, vocab, habit, len(habit))).startswith(
+    'Next step: "Now, make the offer on expenses."'
+  )
+  for token in tokens_of(vocab, "Now I'll call make_offer on "):
+    c.advance(token)
+  allowed = {text_of(vocab, [i]) for i in np.flatnonzero(c.allowed())}
+  assert c.holding and "r" in allowed and "e" not in allowed  # the call is held as ever
+  # Free text otherwise: a turn that quotes nothing, and a quote when no sentences are given.
+  c = NarratedConstraint(Free(vocab.size), vocab, PAIRS, sentences)
+  for token in tokens_of(vocab, "The answer"):
+    c.advance(token)
+  assert not c.holding and c.allowed().all()
+  assert instruction_sentences(b"no user turn") == []
+
+
 def test_the_mask_never_empties_and_copies_are_independent():
   vocab = toy_vocab()
 
