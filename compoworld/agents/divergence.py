@@ -26,6 +26,7 @@ leaves *that* path, the one its training data showed it.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections import Counter
@@ -227,8 +228,8 @@ def breakdown(
       if place == "new_service":
         switch[at_new_service(reference, where)] += 1
       if where["step"] < len(reference) and "sentence" in reference[where["step"]]:
-        messages = sample.get("messages") or [{}, {}]
-        said = quoted_what(reference[where["step"]]["sentence"], where, _text(messages[1]))
+        sentences = [c["sentence"] for c in reference if "sentence" in c]
+        said = quoted_what(reference[where["step"]]["sentence"], where, sentences)
         for counted in ("all", place) if place == "new_service" else ("all",):
           quotes[counted][said] += 1
       followed += where["step"] / len(reference) if reference else 1.0
@@ -296,25 +297,25 @@ def at_new_service(reference: Sequence[Mapping[str, Any]], where: Mapping[str, A
 
 
 #: The sentence a quoting policy was on where it leaves the path (`quoted_what`).
-QUOTED = ("right_sentence", "other_sentence", "not_a_sentence", "no_quote")
+QUOTED = ("right_sentence", "right_sentence_altered", "other_sentence", "not_a_sentence", "no_quote")
 
 
-def quoted_what(sentence: str, where: Mapping[str, Any], instruction: str) -> str:
+def quoted_what(sentence: str, where: Mapping[str, Any], sentences: Iterable[str]) -> str:
   """What a quoting policy last quoted up to the turn that leaves the path (``where``'s
   ``said``: the step of the request it was on), against the ``sentence`` the path's call there
-  serves: that sentence (it read the step right and wrote another call), another sentence of
-  the ``instruction``, text that is not one of its sentences, or nothing yet."""
+  serves: that sentence; that sentence altered (the nearest of the path's ``sentences``, at
+  least 80% alike: another opening word, a figure miscopied); another of them (or one
+  altered); text near none of them; or nothing yet."""
   said = where.get("said")
   if said is None:
     return "no_quote"
   if said == sentence:
     return "right_sentence"
-  at = instruction.find(said) if said else -1
-  whole = at >= 0 and said[-1] in ".?!" and (at == 0 or instruction[at - 2 : at] in _ENDS)
-  return "other_sentence" if whole else "not_a_sentence"
-
-
-_ENDS = (". ", "? ", "! ")  # what stands before a sentence of an instruction
+  alike = {s: difflib.SequenceMatcher(None, said, s).ratio() for s in {*sentences, sentence}}
+  nearest = max(alike, key=lambda s: (alike[s], s == sentence))
+  if alike[nearest] < 0.8:
+    return "not_a_sentence"
+  return "right_sentence_altered" if nearest == sentence else "other_sentence"
 
 
 def markdown(

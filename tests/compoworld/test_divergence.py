@@ -261,8 +261,8 @@ def test_the_script_prints_and_writes_the_breakdown(tasks, tmp_path):
 
 def test_which_sentence_a_quoting_policy_was_on_where_it_left_the_path(tasks):
   """A quoting oracle's calls carry the sentence each serves; a failed episode is matched with
-  the sentence it last quoted: the right one (the tool was wrong), another sentence of the
-  request, a passage that is no sentence of it, or none."""
+  the sentence it last quoted: the right one (the tool was wrong), the right one with another
+  opening word, another sentence of the request, a passage near none of them, or none."""
   task = next(t for t in tasks if len({s[2] for s in t.meta["clauses"]}) > 1)
   path = oracle_calls(task, discovery="none", quote=True)
   sentences = [task.instruction[a:b] for a, b, first, last in task.meta["clauses"] if last > first]
@@ -273,6 +273,7 @@ def test_which_sentence_a_quoting_policy_was_on_where_it_left_the_path(tasks):
   other = next(s for s in sentences if s != path[1]["sentence"])
   cases = {
     "right_sentence": None,  # the turn as the oracle said it (a quote, or the one before it)
+    "right_sentence_altered": f'Next step: "Also, {path[1]["sentence"]}"\nNow I\'ll call x on y.',
     "other_sentence": f'Next step: "{other}"\nNow I\'ll call x on y.',
     "not_a_sentence": 'Next step: "Do it all."\nNow I\'ll call x on y.',
   }
@@ -286,7 +287,7 @@ def test_which_sentence_a_quoting_policy_was_on_where_it_left_the_path(tasks):
     if text is not None:
       messages[cut]["content"] = text
     where = first_divergence(path, messages)
-    assert where["step"] == 1 and quoted_what(path[1]["sentence"], where, task.instruction) == what
+    assert where["step"] == 1 and quoted_what(path[1]["sentence"], where, sentences) == what
     rows.append({"task_id": task.id, "samples": [{"success": False, "messages": messages}]})
   plain, _ = run_episode(OracleAgent(discovery="none"), task)  # no quote anywhere
   messages = [dict(m) for m in plain.messages[: turns[1] + 1]]
@@ -294,8 +295,8 @@ def test_which_sentence_a_quoting_policy_was_on_where_it_left_the_path(tasks):
   rows.append({"task_id": task.id, "samples": [{"success": False, "messages": messages}]})
   summary = breakdown({task.id: path}, rows)
   assert {k: v["count"] for k, v in summary["quoted"]["all"].items()} == dict.fromkeys(
-    ("right_sentence", "other_sentence", "not_a_sentence", "no_quote"), 1
+    ("right_sentence", "right_sentence_altered", "other_sentence", "not_a_sentence", "no_quote"), 1
   )
-  assert "| right_sentence | 1 | 0.25 |" in markdown(summary)
+  assert "| right_sentence | 1 | 0.20 |" in markdown(summary)
   bare = [{k: v for k, v in c.items() if k != "sentence"} for c in path]  # no quoting oracle
   assert breakdown({task.id: bare}, rows)["quoted"] == {}
