@@ -107,7 +107,7 @@ def _texts(pairs: frozenset[tuple[str, str]]) -> tuple[tuple[int, ...], ...]:
 
 @functools.lru_cache(maxsize=64)
 def _quotes(sentences: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
-  return tuple(tuple(text_symbols(f'Next step: "{s}"\n')) for s in dict.fromkeys(sentences))
+  return tuple(tuple(text_symbols(f'Next step: "{s}"\n')) for s in sentences)
 
 
 def instruction_sentences(context: bytes | str) -> list[str]:
@@ -147,7 +147,8 @@ class NarratedConstraint:
     self._live = _texts(frozenset(pairs))  # the narrated calls the turn's text can still be
     if not self._live:
       raise ValueError("a narrated call needs (service, tool) pairs to name")
-    self._quotes = _quotes(tuple(sentences))  # the quotes it may write (none: any)
+    self.sentences = tuple(dict.fromkeys(sentences))  # what a quote may be (none: anything)
+    self._quotes = _quotes(self.sentences)
     self._text: tuple[int, ...] = ()  # the turn's symbols so far, while the narration decides
     self._phase = "open"  # open (a prefix of PREFIX) | quote | named | free | through
 

@@ -45,7 +45,7 @@ from rl.data.chat import IM_END, TOOL_CALL, ChatRenderer, ParsedAssistant
 from rl.data.tokenizer import TOKENIZER_FILES, Tokenizer, load_tokenizer
 from rl.decoding.arguments import ArgumentConstraint, Schemas
 from rl.decoding.constrained import Constraint, TokenConstraint, ToolCallGrammar, Vocabulary
-from rl.decoding.narration import NarratedConstraint
+from rl.decoding.narration import NarratedConstraint, instruction_sentences
 
 CONFIG_FILE = "config.json"
 CHECKPOINTS_DIR = "checkpoints"
@@ -513,7 +513,8 @@ class Policy:
     policy's), its strings are copied from the conversation (`rl.decoding.arguments`); over the grammar
     when ``constrained``. ``copy_beam`` > 1 chooses each grounded value whole, greedy decoding
     (``generate``). With ``narrations`` (``(service, tool)`` pairs) and a constraint, a turn
-    that starts "Now I'll call " names one of them and makes that call
+    that starts "Now I'll call " names one of them and makes that call, and a quote of the
+    request (``Next step: "..."``) is one of its first user turn's sentences
     (`rl.decoding.narration`)."""
     if max_tokens is not None and max_tokens < 1:
       raise RequestError(f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
@@ -560,7 +561,10 @@ class Policy:
         composed=self.tokenizer.chat_composed,
       )
     if narrations and "constraint" in extra and tool_choice == "auto" and not forced:
-      extra["constraint"] = NarratedConstraint(extra["constraint"], self.vocabulary(), narrations)
+      sentences = instruction_sentences(self.renderer.decode(prompt))  # what a quote may be
+      extra["constraint"] = NarratedConstraint(
+        extra["constraint"], self.vocabulary(), narrations, sentences
+      )
     if copy_beam < 0:
       raise RequestError(f"copy_beam must be >= 0, got {copy_beam}", "copy_beam")
     if copy_beam > 1 and "constraint" in extra:

@@ -423,8 +423,9 @@ def test_a_narrated_agent_names_only_its_episodes_calls(policy, tasks):
   p = Scripted(policy.model, policy.tokenizer, ["ok" + IM_END])
   agent = PolicyAgent(policy=p, constrained=True, grounded=True, narrated=True)
   agent.reset(tasks[0])
-  agent.act([{"role": "user", "content": "go"}], META_TOOLS)
+  agent.act([{"role": "user", "content": "Find the offer. Then make it."}], META_TOOLS)
   assert isinstance(p.constraints[-1], NarratedConstraint)
+  assert p.constraints[-1].sentences == ("Find the offer.", "Then make it.")  # what a quote may be
   assert {s for s, _ in agent._narrations()} == set(episode_services(tasks[0]))
   go, pairs = [{"role": "user", "content": "go"}], agent._narrations()
   p.chat(go, META_TOOLS, constrained=True, narrations=pairs)
