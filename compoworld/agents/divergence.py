@@ -297,7 +297,13 @@ def at_new_service(reference: Sequence[Mapping[str, Any]], where: Mapping[str, A
 
 
 #: The sentence a quoting policy was on where it leaves the path (`quoted_what`).
-QUOTED = ("right_sentence", "right_sentence_altered", "other_sentence", "not_a_sentence", "no_quote")
+QUOTED = (
+  "right_sentence",
+  "right_sentence_altered",
+  "other_sentence",
+  "not_a_sentence",
+  "no_quote",
+)
 
 
 def quoted_what(sentence: str, where: Mapping[str, Any], sentences: Iterable[str]) -> str:
