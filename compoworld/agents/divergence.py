@@ -135,7 +135,8 @@ def first_divergence(
   """The first step at which ``messages`` (an episode, OpenAI chat format) leaves ``reference``
   (calls as ``service``, ``tool``, ``arguments``): ``kind`` (one of ``KINDS``), ``step``
   (reference calls matched before it) and ``calls`` (the reference's length), with the tool,
-  argument and values where they apply."""
+  argument and values where they apply, and ``said``: the sentence of the request a quoting
+  policy last quoted (`quoted`), where it quoted one."""
   out: dict[str, Any] = {"step": 0, "calls": len(reference)}
   seen = "\n".join(_text(m) for m in messages[:2])  # the system turn and the instruction
   matched = 0
