@@ -10,7 +10,8 @@ checkpoint's tool calls under the tools' grammar (``rl.decoding.constrained``; w
 under the called tool's schema, ``rl.decoding.arguments``), so they always parse;
 ``--grounded`` copies the strings they pass on from the conversation (``rl.decoding.arguments``);
 ``--narrated`` (with ``--constrained``) holds a turn that starts "Now I'll call " to one of the
-episode's tools, its service and that very call (``rl.decoding.narration``).
+episode's tools, its service and that very call (``rl.decoding.narration``), and
+``--held_quotes`` a quoting policy's quote to one of the instruction's sentences.
 ``openai:`` reads its key from ``$OPENAI_API_KEY`` and its endpoint from ``--base_url`` or
 ``$OPENAI_BASE_URL``.
 """
@@ -52,6 +53,12 @@ _NARRATED = flags.DEFINE_bool(
   "checkpoint, --constrained: a turn that starts \"Now I'll call \" names one of the episode's "
   "tools and makes that call (rl.decoding.narration).",
 )
+_HELD_QUOTES = flags.DEFINE_bool(
+  "held_quotes",
+  False,
+  'checkpoint, --narrated: a quoting policy\'s quote of the request (Next step: "...") is one '
+  "of the instruction's sentences, whole (rl.decoding.narration).",
+)
 _COPY_BEAM = flags.DEFINE_integer(
   "copy_beam",
   0,
@@ -73,9 +80,13 @@ def main(argv):
       agent_kwargs["grounded"] = True
     if _NARRATED.value:
       agent_kwargs["narrated"] = True
+    if _HELD_QUOTES.value:
+      agent_kwargs["held_quotes"] = True
     if _COPY_BEAM.value:
       agent_kwargs["copy_beam"] = _COPY_BEAM.value
-  elif used := [f"--{f.name}" for f in (_CONSTRAINED, _GROUNDED, _NARRATED, _COPY_BEAM) if f.value]:
+  elif used := [
+    f"--{f.name}" for f in (_CONSTRAINED, _GROUNDED, _NARRATED, _HELD_QUOTES, _COPY_BEAM) if f.value
+  ]:
     raise ValueError(
       f"{' and '.join(used)} {'is' if len(used) == 1 else 'are'} for --agent=checkpoint:DIR "
       "(an endpoint decodes its own way)"

@@ -8,8 +8,8 @@ same way.
 - **grounded**: the strings (and numbers without a default) it passes on are copies out of the
   conversation (`rl.decoding.arguments.ArgumentConstraint`);
 - **narrated** (with constrained): a turn that starts "Now I'll call " names one of the
-  episode's tools and its service and then makes that very call, and a quote of the request
-  (``Next step: "..."``, a quoting policy's) is one of the instruction's sentences, whole
+  episode's tools and its service and then makes that very call; a quote of the request before
+  it (``Next step: "..."``, a quoting policy's) is left free
   (`rl.decoding.narration.NarratedConstraint`).
 
 ``TurnConstraints(vocab, constrained=..., grounded=...).start(tools, services, context)`` is one
@@ -25,7 +25,7 @@ from typing import Any
 
 from rl.decoding.arguments import ArgumentConstraint
 from rl.decoding.constrained import TokenConstraint, ToolCallGrammar, Vocabulary, tools_with_enums
-from rl.decoding.narration import NarratedConstraint, episode_pairs, instruction_sentences
+from rl.decoding.narration import NarratedConstraint, episode_pairs
 
 #: The decodings an evaluation (``eval.decodings``) or a rollout can use, as flags.
 DECODINGS = {
@@ -143,5 +143,4 @@ class TurnConstraints:
     )
     if not self.narrated:
       return turn
-    pairs = episode_pairs(services, library_schemas())
-    return NarratedConstraint(turn, self.vocab, pairs, instruction_sentences(context))
+    return NarratedConstraint(turn, self.vocab, episode_pairs(services, library_schemas()))

@@ -44,6 +44,7 @@ class PolicyAgent(Agent):
     grounded: bool = False,
     copy_beam: int = 0,
     narrated: bool = False,
+    held_quotes: bool = False,
   ):
     if (checkpoint_dir is None) == (policy is None):
       raise ValueError("PolicyAgent needs exactly one of checkpoint_dir and policy")
@@ -56,6 +57,9 @@ class PolicyAgent(Agent):
     if narrated and not constrained:
       raise ValueError("narrated decoding needs constrained=True")
     self.narrated = narrated  # a narrated call makes the call it names (rl.decoding.narration)
+    if held_quotes and not narrated:
+      raise ValueError("held quotes are part of narrated decoding: needs narrated=True")
+    self.held_quotes = held_quotes  # a quote of the request is one of its sentences, whole
     self._enums: tuple[list[str], list[str]] | None = None  # services, tools: the episode's
 
   def reset(self, task) -> None:
@@ -93,6 +97,7 @@ class PolicyAgent(Agent):
         schemas=library_schemas() if self.constrained else None,
         copy_beam=self.copy_beam,
         narrations=self._narrations() if self.narrated else None,
+        held_quotes=self.held_quotes,
       )
     except ContextFull:
       # The context is full: the episode ends here and the verifier scores the state reached,

@@ -502,6 +502,7 @@ class Policy:
     schemas: Schemas | None = None,
     copy_beam: int = 0,
     narrations: Sequence[tuple[str, str]] | None = None,
+    held_quotes: bool = False,
   ) -> Completion:
     """The next assistant turn for an OpenAI-style conversation; ``constrained`` (default: the
     policy's) decodes it under the tools' grammar when it may call tools: the grammar of
@@ -513,9 +514,9 @@ class Policy:
     policy's), its strings are copied from the conversation (`rl.decoding.arguments`); over the grammar
     when ``constrained``. ``copy_beam`` > 1 chooses each grounded value whole, greedy decoding
     (``generate``). With ``narrations`` (``(service, tool)`` pairs) and a constraint, a turn
-    that starts "Now I'll call " names one of them and makes that call, and a quote of the
-    request (``Next step: "..."``) is one of its first user turn's sentences
-    (`rl.decoding.narration`)."""
+    that starts "Now I'll call " names one of them and makes that call; with ``held_quotes`` a
+    quote of the request (``Next step: "..."``) is one of its first user turn's sentences,
+    whole (`rl.decoding.narration`; measured worse than a free quote, README)."""
     if max_tokens is not None and max_tokens < 1:
       raise RequestError(f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
     if temperature < 0:
@@ -561,7 +562,8 @@ class Policy:
         composed=self.tokenizer.chat_composed,
       )
     if narrations and "constraint" in extra and tool_choice == "auto" and not forced:
-      sentences = instruction_sentences(self.renderer.decode(prompt))  # what a quote may be
+      # with held_quotes a quote of the request is one of its sentences, whole
+      sentences = instruction_sentences(self.renderer.decode(prompt)) if held_quotes else ()
       extra["constraint"] = NarratedConstraint(
         extra["constraint"], self.vocabulary(), narrations, sentences
       )

@@ -423,9 +423,16 @@ def test_a_narrated_agent_names_only_its_episodes_calls(policy, tasks):
   p = Scripted(policy.model, policy.tokenizer, ["ok" + IM_END])
   agent = PolicyAgent(policy=p, constrained=True, grounded=True, narrated=True)
   agent.reset(tasks[0])
-  agent.act([{"role": "user", "content": "Find the offer. Then make it."}], META_TOOLS)
+  request = [{"role": "user", "content": "Find the offer. Then make it."}]
+  agent.act(request, META_TOOLS)
   assert isinstance(p.constraints[-1], NarratedConstraint)
-  assert p.constraints[-1].sentences == ("Find the offer.", "Then make it.")  # what a quote may be
+  assert p.constraints[-1].sentences == ()  # a quote of the request is free
+  held = PolicyAgent(policy=p, constrained=True, grounded=True, narrated=True, held_quotes=True)
+  held.reset(tasks[0])
+  held.act(request, META_TOOLS)
+  assert p.constraints[-1].sentences == ("Find the offer.", "Then make it.")  # what it may be
+  with pytest.raises(ValueError, match="needs narrated=True"):
+    PolicyAgent(policy=p, constrained=True, held_quotes=True)
   assert {s for s, _ in agent._narrations()} == set(episode_services(tasks[0]))
   go, pairs = [{"role": "user", "content": "go"}], agent._narrations()
   p.chat(go, META_TOOLS, constrained=True, narrations=pairs)
