@@ -185,6 +185,13 @@ def test_a_quoted_sentence_is_free_and_the_call_after_it_is_held():
   assert not c.holding and c.allowed().all()
 
 
+def test_the_quote_is_the_quoting_oracles():
+  from compoworld.agents.agent import QUOTE_PREFIX
+  from rl.decoding.narration import _QUOTE
+
+  assert tuple(text_symbols(QUOTE_PREFIX + '"')) == _QUOTE
+
+
 def test_a_quote_given_the_instructions_sentences_is_one_of_them_whole():
   """The quoting policy's held-out habit: the right sentence with another opening word, or a
   sentence lost halfway. Given the instruction's sentences the quote is one of them, copied to
