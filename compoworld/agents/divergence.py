@@ -82,9 +82,9 @@ def oracle_calls(task: Task, **oracle_settings: Any) -> list[dict[str, Any]]:
   calls, sentence = [], None
   for message in traj.messages:
     sentence = quoted(_text(message)) or sentence
-    for call in message.get("tool_calls") or []:
-      if call["function"]["name"] == "call_tool":
-        arguments = json.loads(call["function"]["arguments"])
+    for step in tool_steps([message]):
+      if step["name"] == "call_tool":
+        arguments = step["arguments"]
         calls.append({**arguments, "sentence": sentence} if sentence else arguments)
   return calls
 

@@ -44,8 +44,9 @@ from rl.decoding.symbols import text_symbols
 PREFIX = "Now I'll call "
 _PREFIX = tuple(text_symbols(PREFIX))
 #: How a quoted sentence of the request opens and closes, before the narrated call.
-_QUOTE = tuple(text_symbols('Next step: "'))
-_QUOTE_END = tuple(text_symbols('"\n'))
+QUOTE_OPEN, QUOTE_CLOSE = 'Next step: "', '"\n'
+_QUOTE = tuple(text_symbols(QUOTE_OPEN))
+_QUOTE_END = tuple(text_symbols(QUOTE_CLOSE))
 #: Token prefixes indexed up to this many symbols (`_Index.starting_with`).
 _INDEXED = 3
 
@@ -107,20 +108,17 @@ def _texts(pairs: frozenset[tuple[str, str]]) -> tuple[tuple[int, ...], ...]:
 
 @functools.lru_cache(maxsize=64)
 def _quotes(sentences: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
-  return tuple(tuple(text_symbols(f'Next step: "{s}"\n')) for s in sentences)
+  return tuple(tuple(text_symbols(f"{QUOTE_OPEN}{s}{QUOTE_CLOSE}")) for s in sentences)
 
 
-def instruction_sentences(context: bytes | str) -> list[str]:
-  """The sentences of a conversation's instruction (its first user turn, as the chat format
-  renders it): what a quoting policy may quote."""
-  text = context.decode(errors="replace") if isinstance(context, bytes) else context
-  head = "<|im_start|>user\n"
-  start = text.find(head)
-  if start < 0:
+def instruction_sentences(messages: Sequence[dict[str, Any]]) -> list[str]:
+  """The sentences of a conversation's instruction (its first user message): what a quoting
+  policy may quote."""
+  user = next((m for m in messages if m.get("role") == "user"), None)
+  text = user.get("content") if user is not None else None
+  if not isinstance(text, str):
     return []
-  end = text.find("<|im_end|>", start)
-  instruction = text[start + len(head) : end if end >= 0 else len(text)]
-  return [s for s in re.split(r"(?<=[.?!])\s+(?=[A-Z])", instruction.strip()) if s]
+  return [s for s in re.split(r"(?<=[.?!])\s+(?=[A-Z])", text.strip()) if s]
 
 
 def _compatible(a: Sequence[int], b: Sequence[int]) -> bool:

@@ -563,7 +563,7 @@ class Policy:
       )
     if narrations and "constraint" in extra and tool_choice == "auto" and not forced:
       # with held_quotes a quote of the request is one of its sentences, whole
-      sentences = instruction_sentences(self.renderer.decode(prompt)) if held_quotes else ()
+      sentences = instruction_sentences(messages) if held_quotes else ()
       extra["constraint"] = NarratedConstraint(
         extra["constraint"], self.vocabulary(), narrations, sentences
       )

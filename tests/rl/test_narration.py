@@ -198,11 +198,9 @@ def test_a_quote_given_the_instructions_sentences_is_one_of_them_whole():
   its end; then the narrated call is held as ever."""
   from rl.decoding.narration import instruction_sentences
 
-  context = (
-    "<|im_start|>system\nTools.<|im_end|>\n<|im_start|>user\nHi! Find the offer. "
-    "With that, make the offer on expenses. Thanks!<|im_end|>\n<|im_start|>assistant\n"
-  )
-  sentences = instruction_sentences(context.encode())
+  request = "Hi! Find the offer. With that, make the offer on expenses. Thanks!"
+  messages = [{"role": "system", "content": "Tools."}, {"role": "user", "content": request}]
+  sentences = instruction_sentences(messages)
   assert sentences == [
     "Hi!",
     "Find the offer.",
@@ -231,7 +229,7 @@ def test_a_quote_given_the_instructions_sentences_is_one_of_them_whole():
   for token in tokens_of(vocab, "The answer"):
     c.advance(token)
   assert not c.holding and c.allowed().all()
-  assert instruction_sentences(b"no user turn") == []
+  assert instruction_sentences([{"role": "system", "content": "no user turn"}]) == []
 
 
 def test_the_mask_never_empties_and_copies_are_independent():
