@@ -105,10 +105,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     # list_services first: the episode's services stand in the context) and is scored as the
     # others; added to seeds saved before. "": no such arm.
     c.discovery_arm = ""
-    # True: another arm, "quote", trains on the composed arm's tasks played by an oracle that
-    # quotes each sentence of the request before its first call for it (OracleAgent quote),
-    # scored as the others; added to seeds saved before.
-    c.quote_arm = False
+    # "sentence": another arm, "quote", trains on the composed arm's tasks played by an oracle
+    # that quotes each sentence of the request before its first call for it (OracleAgent
+    # quote), scored as the others; "bare": an arm "quote_bare" whose quotes leave out the
+    # connective drawn at random to open a sentence ("With that, post ..." -> "post ...");
+    # "sentence,bare": both. Added to seeds saved before. "": no such arm.
+    c.quote_arm = ""
   elif name == "single_vs_composed":
     # The "single" arm trains on single-service tasks (K = 1 walks: every step in one service,
     # with that service as its own revisit bridge where it can be; compoworld/tasks/walks.py), the

@@ -34,6 +34,13 @@ _QUOTE = flags.DEFINE_bool(
   "--agent=oracle: quote each sentence of the request before its first call (with --narrate; "
   "tasks of the procedural author, which record their sentences' calls).",
 )
+_QUOTE_FORM = flags.DEFINE_enum(
+  "quote_form",
+  "sentence",
+  ["sentence", "bare"],
+  "--agent=oracle with --quote: each sentence whole, or without the connective that opens it at "
+  'random ("With that, post ..." -> "post ...").',
+)
 _READS = flags.DEFINE_enum(
   "reads",
   "all",
@@ -54,7 +61,7 @@ def main(argv):
     "discovery": _DISCOVERY.value,
     "narrate": _NARRATE.value,
     "reads": _READS.value,
-    "quote": _QUOTE.value,
+    "quote": _QUOTE.value and _QUOTE_FORM.value,
   }
   if _AGENT.value == "openai":
     kwargs = {"model": _MODEL.value, "base_url": _BASE_URL.value, "temperature": _TEMPERATURE.value}

@@ -44,6 +44,13 @@ _QUOTE = flags.DEFINE_bool(
   "--path=oracle: it quotes each sentence of the request (a quoting policy's episodes: which "
   "sentence it was on where it left the path; tasks that record their sentences).",
 )
+_QUOTE_FORM = flags.DEFINE_enum(
+  "quote_form",
+  "sentence",
+  list(OracleAgent.QUOTES),
+  "--path=oracle with --quote: each sentence whole, or without the connective that opens it at "
+  'random ("With that, post ..." -> "post ...").',
+)
 _WORKDIR = flags.DEFINE_string(
   "workdir", "runs/failure_breakdown", "Where breakdown.md and summary.json go."
 )
@@ -58,7 +65,11 @@ def main(argv):
   if not results.exists():
     raise FileNotFoundError(f"--results: {results} does not exist")
   rows = read_results(results)
-  oracle = {"discovery": _DISCOVERY.value, "reads": _READS.value, "quote": _QUOTE.value}
+  oracle = {
+    "discovery": _DISCOVERY.value,
+    "reads": _READS.value,
+    "quote": _QUOTE.value and _QUOTE_FORM.value,
+  }
   references = reference_calls(_TASKS.value, rows, oracle if _PATH.value == "oracle" else None)
   summary = breakdown(references, rows, examples=_EXAMPLES.value)
   text = markdown(summary, title=f"Where failed episodes leave the oracle's path: {results}")

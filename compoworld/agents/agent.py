@@ -19,6 +19,7 @@ import openai
 
 from compoworld.agents.detours import TRAINED, plan_detour
 from compoworld.llm import make_client, message_to_dict
+from compoworld.tasks.authoring import without_connective
 from compoworld.tasks.task import Task, ToolCall, needed_calls
 
 AGENTS: dict[str, Callable[..., Agent]] = {}
@@ -97,11 +98,15 @@ class OracleAgent(Agent):
   ``narrate``) the first call made for each sentence of the instruction first quotes that
   sentence (``Next step: "..."``), so a policy reads which tool comes next off the request's
   own words rather than off the services it has seen together; it needs the sentences' calls
-  that the procedural author records (``task.meta["clauses"]``).
+  that the procedural author records (``task.meta["clauses"]``). ``quote="bare"`` quotes each
+  sentence without the connective drawn at random to open it ("With that, post ..." ->
+  "post ..."; ``compoworld.tasks.authoring.without_connective``), which a policy cannot know
+  without copying it; ``True`` is ``"sentence"``, the sentence whole.
   """
 
   DISCOVERY = ("full", "services", "none")
   READS = ("all", "needed")
+  QUOTES = ("sentence", "bare")  # what ``quote`` may name (True: "sentence")
   SETTINGS = ("discovery", "narrate", "reads", "detours", "quote")  # keyword arguments
 
   def __init__(
@@ -110,7 +115,7 @@ class OracleAgent(Agent):
     narrate: bool = True,
     reads: str = "all",
     detours: float = 0.0,
-    quote: bool = False,
+    quote: bool | str = False,
   ):
     if discovery not in self.DISCOVERY:
       raise ValueError(f"unknown discovery {discovery!r}; valid: {', '.join(self.DISCOVERY)}")
@@ -118,6 +123,8 @@ class OracleAgent(Agent):
       raise ValueError(f"unknown reads {reads!r}; valid: {', '.join(self.READS)}")
     if not 0.0 <= detours <= 1.0:
       raise ValueError(f"detours is a share of tasks in [0, 1], got {detours}")
+    if isinstance(quote, str) and quote not in self.QUOTES:
+      raise ValueError(f"unknown quote {quote!r}; valid: {', '.join(self.QUOTES)} or a bool")
     self.discovery = discovery
     self.narrate = narrate
     self.reads = reads
@@ -136,7 +143,7 @@ class OracleAgent(Agent):
     detour = None
     if self.detours and (rng := random.Random(f"detour:{task.id}")).random() < self.detours:
       detour = plan_detour(task, solution, rng)
-    sentence = _sentences(task) if self.quote else None
+    sentence = _sentences(task, bare=self.quote == "bare") if self.quote else None
     said = None  # the sentence quoted last
     for i, call in enumerate(solution):
       if full and call.service not in services:
@@ -185,9 +192,10 @@ class OracleAgent(Agent):
 QUOTE_PREFIX = "Next step: "
 
 
-def _sentences(task: Task) -> Callable[[ToolCall], str]:
+def _sentences(task: Task, bare: bool = False) -> Callable[[ToolCall], str]:
   """The sentence of ``task``'s instruction that asks for a reference-solution call (the call
-  itself, not a copy: ``needed_calls`` and detours keep them), from ``task.meta["clauses"]``."""
+  itself, not a copy: ``needed_calls`` and detours keep them), from ``task.meta["clauses"]``;
+  ``bare``: without its opening connective (`without_connective`)."""
   spans = task.meta.get("clauses")
   if not spans:
     raise ValueError(
@@ -197,7 +205,8 @@ def _sentences(task: Task) -> Callable[[ToolCall], str]:
   of_call: dict[int, str] = {}
   for start, end, first, last in spans:
     for c in task.reference_solution[first:last]:
-      of_call[id(c)] = task.instruction[start:end]
+      sentence = task.instruction[start:end]
+      of_call[id(c)] = without_connective(sentence) if bare else sentence
   return lambda call: of_call[id(call)]
 
 

@@ -9,6 +9,7 @@ the same (walk, seed) gives the same task, byte for byte.
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 from compoworld.compose.env import ComposedEnv
@@ -49,7 +50,9 @@ _OPENERS = (
   "Here's what I need done.",
 )
 _FIND = ("Find", "Look up", "Check", "Pull up", "Figure out")
-_THEN = ("Then", "After that,", "Next,", "Once you have that,", "With that,")
+#: The words that open a sentence after the first of its chain, drawn at random.
+CONNECTIVES = ("Then", "After that,", "Next,", "Once you have that,", "With that,")
+_CONNECTIVE = re.compile(rf"^(?:{'|'.join(map(re.escape, CONNECTIVES))}) +")
 _CLOSERS = ("Thanks!", "Thank you.", "Let me know when it's done.", "", "Appreciate it.")
 
 
@@ -63,6 +66,12 @@ _PRONOUNS = {
   "quantity": "that quantity",
   "number": "that number",
 }
+
+
+def without_connective(sentence: str) -> str:
+  """``sentence`` without the connective (`CONNECTIVES`) drawn at random to open it, if it has
+  one: "With that, post a journal entry ..." -> "post a journal entry ..."."""
+  return _CONNECTIVE.sub("", sentence, count=1)
 
 
 def _pronoun(kind: str) -> str:
@@ -152,7 +161,7 @@ def _apply_sink(w: _Writer, sink: Sink, found: Found, target: Any = None) -> Non
     shape = "conditional"
     w.say(f"If {found.condition}, {phrase}.")
   else:
-    w.say(f"{ctx.choice(_THEN)} {phrase}.")
+    w.say(f"{ctx.choice(CONNECTIVES)} {phrase}.")
   w.patterns.append(f"{shape}:{found.kind}")
   w.facets.append(f"{sink.service}.{sink.name}")
 
@@ -366,7 +375,7 @@ def realize(
       if lookups and (not can_write or rng.random() < 0.5):
         lk = ctx.choice(lookups)
         found = _need(lk.fn(ctx, incoming), where)
-        w.say(f"{ctx.choice(_THEN)} use it to find {found.noun}.")
+        w.say(f"{ctx.choice(CONNECTIVES)} use it to find {found.noun}.")
         w.patterns.append(f"lookup:{lk.kind_in}->{lk.kind}")
         w.facets.append(f"{lk.service}.{lk.name}")
       else:

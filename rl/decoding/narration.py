@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from compoworld.tasks.authoring import without_connective
 from rl.decoding.constrained import Vocabulary
 from rl.decoding.symbols import text_symbols
 
@@ -112,13 +113,15 @@ def _quotes(sentences: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
 
 
 def instruction_sentences(messages: Sequence[dict[str, Any]]) -> list[str]:
-  """The sentences of a conversation's instruction (its first user message): what a quoting
-  policy may quote."""
+  """The sentences of a conversation's instruction (its first user message), each also
+  without its opening connective where it has one (``OracleAgent(quote="bare")``'s quotes):
+  what a quoting policy may quote."""
   user = next((m for m in messages if m.get("role") == "user"), None)
   text = user.get("content") if user is not None else None
   if not isinstance(text, str):
     return []
-  return [s for s in re.split(r"(?<=[.?!])\s+(?=[A-Z])", text.strip()) if s]
+  sentences = [s for s in re.split(r"(?<=[.?!])\s+(?=[A-Z])", text.strip()) if s]
+  return list(dict.fromkeys(f for s in sentences for f in (s, without_connective(s))))
 
 
 def _compatible(a: Sequence[int], b: Sequence[int]) -> bool:

@@ -295,7 +295,8 @@ def single_vs_composed(
   ``discovery`` settings other than the recipe's, e.g. ``"services"``) another arm,
   "discovery", trains on the composed arm's very tasks played with those discovery calls
   (`_discovery`). With ``config.quote_arm`` another, "quote", trains on those tasks played by
-  an oracle that quotes each sentence of the request before its first call (`_quote`). None
+  an oracle that quotes each sentence of the request before its first call (`_quote`), and
+  "quote_bare" on quotes without the sentences' opening connectives (`quote_arms`). None
   of these settings is part of the seeds' config digest: these arms are added to seeds saved
   before."""
   workdir, budget = Path(workdir), config.budget
@@ -316,10 +317,10 @@ def single_vs_composed(
     raise ValueError(
       f"discovery_arm {discovery!r} is the recipe's own: the arm is the composed one"
     )
-  quote = config.get("quote_arm", False)
-  if quote and not held_out_single:
+  quotes = quote_arms(config.get("quote_arm", ""))
+  if quotes and not held_out_single:
     raise ValueError("quote_arm needs held_out_single")
-  if quote and oracle_kwargs(config).get("quote", False):
+  if quotes and oracle_kwargs(config).get("quote", False):
     raise ValueError("quote_arm: the recipe's oracle quotes already; the arm is the composed one")
   metrics = dict(METRICS)
   metrics["path_followed"] = "held-out path followed"
@@ -404,7 +405,7 @@ def single_vs_composed(
   added = {
     "mixed": (mixed_share, "share", _mixed),
     "discovery": (discovery, "oracle_discovery", _discovery),
-    "quote": (quote, "oracle_quote", _quote),
+    **{name: (quote, "oracle_quote", _quote) for name, quote in quotes.items()},
   }
   extra = [name for name, (setting, *_) in added.items() if setting]
   for name, r in itertools.product(extra, results):
@@ -421,7 +422,7 @@ def single_vs_composed(
     "arms_k": arms,
     "mixed_share": mixed_share,
     "discovery_arm": discovery,
-    "quote_arm": quote,
+    "quote_arm": config.get("quote_arm", ""),
   }
 
 
@@ -467,16 +468,40 @@ def _discovery(
   return {**out, "oracle_discovery": discovery}
 
 
+#: The quote arms of `single_vs_composed` (``config.quote_arm``'s forms): each one's name and
+#: the oracle's ``quote`` setting.
+QUOTE_ARMS = {"sentence": ("quote", True), "bare": ("quote_bare", "bare")}
+
+
+def quote_arms(value: bool | str) -> dict[str, bool | str]:
+  """The quote arms that ``config.quote_arm`` asks for, by name, with the oracle's ``quote``
+  setting: "sentence" (or ``True``) the sentence whole, "bare" without its opening connective,
+  "sentence,bare" both; "" (or ``False``) none."""
+  if value is True:
+    value = "sentence"
+  forms = [f.strip() for f in str(value or "").split(",") if f.strip()]
+  if unknown := [f for f in forms if f not in QUOTE_ARMS]:
+    raise ValueError(
+      f"quote_arm: unknown {unknown}; valid: {', '.join(QUOTE_ARMS)}, comma-separated"
+    )
+  return dict(QUOTE_ARMS[f] for f in forms)
+
+
 def _quote(
-  config: ml_collections.ConfigDict, r: dict[str, Any], seed_dir: Path, quote: bool
+  config: ml_collections.ConfigDict, r: dict[str, Any], seed_dir: Path, quote: bool | str
 ) -> dict[str, Any]:
-  """The quote arm of a seed of `single_vs_composed`: the composed arm's tasks played again
+  """A quote arm of a seed of `single_vs_composed`: the composed arm's tasks played again
   by the oracle quoting, before the first call for each sentence of the request, that
-  sentence (``OracleAgent(quote=True)``), so the next tool is read off the request's words,
-  not off the pair of services (`_replayed_arm`). Tasks saved before the generator recorded
-  their sentences are generated again for them (`with_clauses`)."""
-  print(f"--- seed {r['seed']}: SFT on the composed arm's tasks, each sentence quoted first")
-  arm_dir = _arm_dir(seed_dir / "quote", "quote.json", quote)
+  sentence (``OracleAgent(quote=True)``; ``"bare"``: without its opening connective), so the
+  next tool is read off the request's words, not off the pair of services (`_replayed_arm`).
+  Tasks saved before the generator recorded their sentences are generated again for them
+  (`with_clauses`)."""
+  name = next(n for n, setting in QUOTE_ARMS.values() if setting == quote)
+  form = "without its connective" if quote == "bare" else "whole"
+  print(
+    f"--- seed {r['seed']}: SFT on the composed arm's tasks, each sentence quoted first, {form}"
+  )
+  arm_dir = _arm_dir(seed_dir / name, "quote.json", quote)
   composed = r["data_composed"]
   files = [composed["train_tasks_file"], composed["eval_tasks_file"]]
   k = config.tasks.num_services

@@ -191,6 +191,22 @@ def test_collect_trajectories_script(tasks, tmp_path):
   for row in load_trajectories(tmp_path / "quoted" / "sft.jsonl"):
     first = next(m for m in row["messages"] if m["role"] == "assistant")
     assert first["content"].startswith('Next step: "'), first
+  argv = [sys.executable, "-m", "experiments.collect_trajectories"]
+  argv += [f"--tasks={tmp_path / 'tasks.jsonl'}", "--discovery=none", "--quote"]
+  subprocess.run([*argv, "--quote_form=bare", f"--workdir={tmp_path / 'bare'}"], check=True)
+  quotes = {
+    form: [
+      m["content"].partition('"\n')[0]
+      for row in load_trajectories(tmp_path / form / "sft.jsonl")
+      for m in row["messages"]
+      if m["role"] == "assistant" and m["content"].startswith('Next step: "')
+    ]
+    for form in ("quoted", "bare")
+  }
+  assert len(quotes["bare"]) == len(quotes["quoted"]) and quotes["bare"] != quotes["quoted"]
+  assert not any(
+    q.startswith(('Next step: "With that,', 'Next step: "Then ')) for q in quotes["bare"]
+  )
 
 
 def test_episodes_cut_by_max_turns_are_rejected(tasks, tmp_path):
@@ -273,3 +289,34 @@ def test_a_quoting_oracle_quotes_each_sentence_before_its_first_call(tasks):
   )
   with pytest.raises(ValueError, match="records no sentences"):
     OracleAgent(quote=True).reset(bare)
+  with pytest.raises(ValueError, match="unknown quote 'clause'"):
+    OracleAgent(quote="clause")
+
+
+def test_a_bare_quote_leaves_out_the_sentences_opening_connective(tasks):
+  """``quote="bare"``: the same turns as ``quote=True`` but each quote without the connective
+  drawn at random to open its sentence ("With that, post ..." -> "post ..."); a sentence that
+  opens otherwise ("Find ...", "Also ...") is quoted whole."""
+  from compoworld.agents.agent import QUOTE_PREFIX
+  from compoworld.tasks.authoring import CONNECTIVES, without_connective
+
+  assert without_connective("With that, post it.") == "post it."
+  assert without_connective("Then post it.") == "post it."
+  assert without_connective("Thenceforth post it.") == "Thenceforth post it."
+  assert without_connective("Also find it. Next, post it.") == "Also find it. Next, post it."
+  stripped = 0
+  for task in tasks:
+    whole, _ = run_episode(OracleAgent(discovery="none", quote="sentence"), task)
+    bare, _ = run_episode(OracleAgent(discovery="none", quote="bare"), task)
+    assert bare.result.success
+    for a, b in zip(whole.messages, bare.messages, strict=True):
+      assert a.get("tool_calls") == b.get("tool_calls")
+      if a["role"] != "assistant" or not a["content"].startswith(QUOTE_PREFIX):
+        assert a == b
+        continue
+      sentence, rest = a["content"][len(QUOTE_PREFIX) + 1 :].split('"\n')
+      opens = next((c for c in CONNECTIVES if sentence.startswith(f"{c} ")), None)
+      quote = sentence[len(opens) + 1 :] if opens else sentence
+      assert b["content"] == f'{QUOTE_PREFIX}"{quote}"\n{rest}'
+      stripped += opens is not None
+  assert stripped >= len(tasks)  # each composed task has connectives to leave out

@@ -205,6 +205,7 @@ def test_a_quote_given_the_instructions_sentences_is_one_of_them_whole():
     "Hi!",
     "Find the offer.",
     "With that, make the offer on expenses.",
+    "make the offer on expenses.",  # a bare quote's form: without the opening connective
     "Thanks!",
   ]
   vocab = toy_vocab()

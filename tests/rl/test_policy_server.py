@@ -430,7 +430,7 @@ def test_a_narrated_agent_names_only_its_episodes_calls(policy, tasks):
   held = PolicyAgent(policy=p, constrained=True, grounded=True, narrated=True, held_quotes=True)
   held.reset(tasks[0])
   held.act(request, META_TOOLS)
-  assert p.constraints[-1].sentences == ("Find the offer.", "Then make it.")  # what it may be
+  assert p.constraints[-1].sentences == ("Find the offer.", "Then make it.", "make it.")
   with pytest.raises(ValueError, match="needs narrated=True"):
     PolicyAgent(policy=p, constrained=True, held_quotes=True)
   assert {s for s, _ in agent._narrations()} == set(episode_services(tasks[0]))

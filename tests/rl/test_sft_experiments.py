@@ -280,7 +280,7 @@ def test_single_vs_composed_scores_both_arms_on_both_held_out_sets(tmp_path, mon
   # call. The saved seed's task files predate the recorded sentences (stripped here): the
   # tasks are generated again for them, checked to be the same, and the saved files kept.
   config.discovery_arm = ""
-  config.quote_arm = True
+  config.quote_arm = "sentence"
   composed_files = [seed["data_composed"][f] for f in ("train_tasks_file", "eval_tasks_file")]
   for f in composed_files:
     bare = [t.model_copy(update={"meta": {**t.meta, "clauses": []}}) for t in load_tasks(f)]
@@ -307,6 +307,22 @@ def test_single_vs_composed_scores_both_arms_on_both_held_out_sets(tmp_path, mon
   assert [Path(f).read_bytes() for f in composed_files] == before
   sx.single_vs_composed(config, [0], tmp_path / "run")
   assert [t[0] for t in trained].count("quote") == 1
+  # Both quote forms: the saved "quote" arm is kept; "quote_bare" trains on the same turns,
+  # each quote without its sentence's opening connective.
+  config.quote_arm = "sentence,bare"
+  both = sx.single_vs_composed(config, [0], tmp_path / "run")
+  assert [t[0] for t in trained].count("quote") == 1 and trained[-1][0] == "quote_bare"
+  bare_rows, quote_rows = trained[-1][2], rows
+  for a, b in zip(quote_rows, bare_rows, strict=True):
+    assert calls(a) == calls(b)
+    for x, y in zip(a["messages"], b["messages"], strict=True):
+      if x["content"] != y["content"]:
+        assert x["content"].startswith('Next step: "') and len(y["content"]) < len(x["content"])
+  assert both["per_seed"][0]["quote_bare"]["oracle_quote"] == "bare"
+  assert "quote_bare_pass_rate" in both["stats"] and "quote_pass_rate" in both["stats"]
+  config.quote_arm = "sentence,clause"
+  with pytest.raises(ValueError, match="unknown"):
+    sx.single_vs_composed(config, [0], tmp_path / "run")
 
 
 def test_mix_trajectories_interleaves_the_first_of_each_part(tmp_path):
