@@ -259,6 +259,44 @@ def test_the_script_prints_and_writes_the_breakdown(tasks, tmp_path):
   assert summary["examples"]["ended_early"][0]["task_id"] == tasks[3].id
 
 
+def test_the_script_matches_a_bare_quote_with_the_bare_oracles_sentence(tasks, tmp_path):
+  """``--quote --quote_form=bare``: the path's sentences are the bare oracle's, so a policy that
+  quoted a sentence without its connective and then called the wrong tool was on the right
+  sentence; against the whole sentences (``--quote``) the same quote is the right one altered."""
+  save_tasks(tasks, tmp_path / "tasks.jsonl")
+
+  def played(task, quote):
+    return run_episode(OracleAgent(discovery="none", reads="needed", quote=quote), task)[0]
+
+  for task in tasks:  # the first quote that leaves out a connective
+    traj, whole = played(task, "bare"), played(task, "sentence")
+    differ = [
+      i for i, (a, b) in enumerate(zip(traj.messages, whole.messages, strict=True)) if a != b
+    ]
+    if differ:
+      cut = differ[0]
+      break
+  else:
+    pytest.fail("no task has a sentence opened by a connective")
+  assert traj.messages[cut]["content"].startswith('Next step: "')
+  turn = json.loads(json.dumps(traj.messages[cut]))  # the quoting turn, calling another tool
+  arguments = json.loads(turn["tool_calls"][0]["function"]["arguments"])
+  turn["tool_calls"][0]["function"]["arguments"] = json.dumps({**arguments, "tool": "no_such"})
+  messages = [*traj.messages[:cut], turn]
+  row = {"task_id": task.id, "samples": [{"success": False, "messages": messages}]}
+  (tmp_path / "results.jsonl").write_text(json.dumps(row) + "\n")
+  found = {}
+  for form in ("sentence", "bare"):
+    argv = [sys.executable, "-m", "experiments.failure_breakdown", "--quote"]
+    argv += [f"--results={tmp_path / 'results.jsonl'}", f"--tasks={tmp_path / 'tasks.jsonl'}"]
+    argv += [f"--quote_form={form}", f"--workdir={tmp_path / form}"]
+    run = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    quoted = json.loads((tmp_path / form / "summary.json").read_text())["quoted"]["all"]
+    found[form] = {k for k, v in quoted.items() if v["count"]}
+  assert found == {"sentence": {"right_sentence_altered"}, "bare": {"right_sentence"}}
+
+
 def test_which_sentence_a_quoting_policy_was_on_where_it_left_the_path(tasks):
   """A quoting oracle's calls carry the sentence each serves; a failed episode is matched with
   the sentence it last quoted: the right one (the tool was wrong), the right one with another
