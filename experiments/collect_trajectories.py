@@ -8,6 +8,7 @@ from ``$OPENAI_API_KEY`` and its endpoint from ``--base_url`` or ``$OPENAI_BASE_
 
 from absl import flags
 
+from compoworld.agents.agent import OracleAgent
 from compoworld.agents.trajectories import collect_trajectories
 from compoworld.tasks.task import load_tasks
 from experiments.common import run_main, write_summary
@@ -37,7 +38,7 @@ _QUOTE = flags.DEFINE_bool(
 _QUOTE_FORM = flags.DEFINE_enum(
   "quote_form",
   "sentence",
-  ["sentence", "bare"],
+  list(OracleAgent.QUOTES),
   "--agent=oracle with --quote: each sentence whole, or without the connective that opens it at "
   'random ("With that, post ..." -> "post ...").',
 )

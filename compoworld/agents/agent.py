@@ -204,9 +204,10 @@ def _sentences(task: Task, bare: bool = False) -> Callable[[ToolCall], str]:
     )
   of_call: dict[int, str] = {}
   for start, end, first, last in spans:
+    sentence = task.instruction[start:end]
+    sentence = without_connective(sentence) if bare else sentence
     for c in task.reference_solution[first:last]:
-      sentence = task.instruction[start:end]
-      of_call[id(c)] = without_connective(sentence) if bare else sentence
+      of_call[id(c)] = sentence
   return lambda call: of_call[id(call)]
 
 
